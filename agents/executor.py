@@ -1,0 +1,125 @@
+"""Executor twin: carries out placement decisions the way a real executor would report them.
+
+It consumes `gpuflow.decisions.placement`, "runs" each PLACED job for its expected duration
+(scaled by `time_scale`, so a demo hour can pass in seconds), and publishes STARTED and then
+FINISHED `JobEvent`s on the job's region partition, which frees the GPUs in the placer.
+Duplicate decisions (at-least-once delivery) are recognised by job id and ignored.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from infra.config import Config
+from infra.kafka import consumer, producer
+from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, region_partition
+from schemas import DecodeError, make_codec
+
+__all__ = ["ExecutorStats", "ExecutorTwin"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ExecutorStats:
+    started: int = 0
+    finished: int = 0
+    duplicates: int = 0
+    running: set[str] = field(default_factory=set)
+
+
+class ExecutorTwin:
+    """Runs placed jobs on a (scaled) clock and reports their lifecycle."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        time_scale: float = 1.0,
+        default_duration_s: float = 30.0,
+        on_decision: Callable[[dict[str, Any]], None] | None = None,
+        group_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self.time_scale = time_scale
+        self.default_duration_s = default_duration_s
+        self.on_decision = on_decision
+        self.group_id = group_id or f"{config.worker.app_id}-executor"
+        self.codec = make_codec(config.kafka.schema_registry_url or None)
+        self.stats = ExecutorStats()
+        self._seen: set[str] = set()
+        self._due: list[tuple[float, str, str, list[str]]] = []  # (when, job_id, region, nodes)
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume decisions and emit job events until `stop` is set."""
+        c = consumer(self.config.kafka, self.group_id)
+        p = producer(self.config.kafka)
+        c.subscribe([DECISIONS_PLACEMENT])
+        consumed = False
+        try:
+            while not stop.is_set():
+                for msg in c.consume(500, timeout=0.1):
+                    if msg.error():
+                        continue
+                    self._on_message(p, msg.value())
+                    consumed = True
+                self._finish_due(p)
+                p.poll(0)
+                if consumed:
+                    c.commit(asynchronous=True)
+                    consumed = False
+        except KafkaException as exc:
+            log.error("executor stopped: %s", exc)
+        finally:
+            p.flush(5)
+            c.close()
+
+    def _on_message(self, p: Any, value: bytes) -> None:
+        try:
+            _, decision = self.codec.decode(value, topic=DECISIONS_PLACEMENT)
+        except DecodeError as exc:
+            log.warning("executor skipped undecodable decision: %s", exc)
+            return
+        if self.on_decision is not None:
+            self.on_decision(decision)
+        if decision["outcome"] != "PLACED":
+            return
+        job_id = decision["job_id"]
+        if job_id in self._seen:
+            self.stats.duplicates += 1
+            return
+        self._seen.add(job_id)
+        nodes = [a["node_id"] for a in decision["assignments"]]
+        self._emit(p, job_id, decision["region"], "STARTED", nodes)
+        self.stats.started += 1
+        self.stats.running.add(job_id)
+        duration = decision.get("expected_duration_s") or self.default_duration_s
+        due = time.monotonic() + float(duration) * self.time_scale
+        heapq.heappush(self._due, (due, job_id, decision["region"], nodes))
+
+    def _finish_due(self, p: Any) -> None:
+        now = time.monotonic()
+        while self._due and self._due[0][0] <= now:
+            _, job_id, region, nodes = heapq.heappop(self._due)
+            self._emit(p, job_id, region, "FINISHED", nodes, progress=1.0)
+            self.stats.finished += 1
+            self.stats.running.discard(job_id)
+
+    def _emit(
+        self, p: Any, job_id: str, region: str, kind: str, nodes: list[str], progress: float = 0.0
+    ) -> None:
+        record = {
+            "event_id": f"{job_id}:{kind}", "ts": int(time.time() * 1000), "job_id": job_id,
+            "region": region, "type": kind, "node_ids": nodes, "progress": progress,
+        }  # fmt: skip
+        value = self.codec.encode("JobEvent", record, topic=JOBS_EVENTS)
+        partition = region_partition(region, self.config.kafka.partitions)
+        p.produce(JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition)

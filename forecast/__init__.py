@@ -1,0 +1,1 @@
+"""gpuflow forecast package."""

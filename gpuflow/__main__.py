@@ -1,0 +1,7 @@
+"""`python -m gpuflow`."""
+
+from __future__ import annotations
+
+from gpuflow.cli import main
+
+main()

@@ -1,0 +1,51 @@
+"""What every command needs: config with the running stack's address, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from infra.config import Config, load_config
+from infra.errors import ConfigError
+
+__all__ = ["STACK_FILE", "fail", "running_config", "write_stack_file"]
+
+STACK_FILE = "stack.json"
+
+
+def fail(message: str) -> typer.Exit:
+    """Print one line to stderr and give the exit to raise."""
+    typer.echo(f"gpuflow: {message}", err=True)
+    return typer.Exit(2)
+
+
+def write_stack_file(config: Config) -> Path:
+    path = config.data_dir / STACK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    info = {"bootstrap_servers": config.kafka.bootstrap_servers,
+            "web": f"http://{config.worker.web_host}:{config.worker.web_port}"}  # fmt: skip
+    path.write_text(json.dumps(info))
+    return path
+
+
+def running_config(data_dir: Path | None = None, **overrides: Any) -> Config:
+    """Config for client commands: the configured broker, else the one `gpuflow up` started."""
+    try:
+        extra: dict[str, Any] = dict(overrides)
+        if data_dir is not None:
+            extra["data_dir"] = str(data_dir)
+        config = load_config(**extra)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    if config.kafka.embedded:
+        stack = config.data_dir / STACK_FILE
+        if not stack.is_file():
+            raise fail(
+                "no broker: run `gpuflow up` first, or set GPUFLOW_KAFKA_BOOTSTRAP_SERVERS"
+            )
+        info = json.loads(stack.read_text())
+        config = config.with_bootstrap(info["bootstrap_servers"])
+    return config

@@ -1,0 +1,104 @@
+"""`gpuflow up`: the whole embedded stack with a live stream of decisions."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from agents.executor import ExecutorTwin
+from agents.jobgen import generate_jobs, run_jobgen
+from gpuflow.commands.common import STACK_FILE, fail, write_stack_file
+from gpuflow.render import decision_line
+from gpuflow.stack import Stack
+from infra.config import load_config
+from infra.errors import ConfigError
+
+__all__ = ["up"]
+
+
+def _fleet(path: Path | None, nodes: int, seed: int) -> Any:
+    from agents import SimulatedFleet, demo_fleet, generate_nodes, load_fleet
+
+    spec = load_fleet(path) if path else demo_fleet()
+    return SimulatedFleet(spec, generate_nodes(spec, nodes, seed), seed)
+
+
+def up(
+    duration: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
+    nodes: Annotated[int, typer.Option(min=1, help="Simulated GPU nodes.")] = 400,
+    rate: Annotated[float, typer.Option(min=0.0, help="Jobs submitted per second.")] = 5.0,
+    time_scale: Annotated[
+        float, typer.Option(min=0.0, help="Run each job for this share of its expected time.")
+    ] = 0.2,
+    fleet: Annotated[Path | None, typer.Option(help="Fleet YAML (default: demo fleet).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the fleet and the job mix.")] = 0,
+    data_dir: Annotated[Path, typer.Option(help="Logs, history and state.")] = Path("gpuflow-data"),
+    quiet: Annotated[bool, typer.Option(help="Print only the summary.")] = False,
+) -> None:
+    """Run broker, worker, simulated fleet, executor twin and a job generator; show decisions."""
+    try:
+        config = load_config(data_dir=str(data_dir))
+        fleet_obj = _fleet(fleet, nodes, seed)
+    except (ConfigError, OSError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    console = Console()
+    decisions: queue.Queue[dict[str, Any]] = queue.Queue()
+    counts: Counter[str] = Counter()
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    started = time.monotonic()
+    with Stack(config) as stack:
+        write_stack_file(stack.config)
+        cfg = stack.config
+        console.print(f"[bold]gpuflow[/bold] broker {cfg.kafka.bootstrap_servers}  worker pid "
+                      f"{stack.worker.pid if stack.worker else '-'}  {len(fleet_obj.nodes)} nodes "
+                      f"in {len(fleet_obj.spec.regions)} regions  logs {cfg.data_dir}")  # fmt: skip
+        from agents import run_fleet
+
+        regions = [r.name for r in fleet_obj.spec.regions]
+        twin = ExecutorTwin(cfg, time_scale=time_scale, on_decision=decisions.put)
+        stack.spawn("fleet", run_fleet, cfg, fleet_obj)
+        stack.spawn("executor", twin.run)
+        jobs = generate_jobs(max(1000, int(rate * (duration or 3600)) + 10), seed=seed,
+                             regions=regions, prefix=f"job{int(time.time()) % 100000}")  # fmt: skip
+        stack.spawn("jobgen", run_jobgen, cfg, jobs, rate_per_s=max(rate, 1e-3))
+        try:
+            while duration is None or time.monotonic() - started < duration:
+                _drain(decisions, counts, console, quiet)
+                stack.check_worker()
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            console.print("stopping...")
+        finally:
+            _drain(decisions, counts, console, quiet)
+            with contextlib.suppress(OSError):
+                (cfg.data_dir / STACK_FILE).unlink()
+    console.print(
+        f"[bold]done[/bold] in {time.monotonic() - started:.0f}s: "
+        + ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items()))
+        + f"; jobs finished {twin.stats.finished}, running {len(twin.stats.running)}"
+    )
+
+
+def _drain(
+    decisions: queue.Queue[dict[str, Any]], counts: Counter[str], console: Console, quiet: bool
+) -> None:
+    while True:
+        try:
+            decision = decisions.get_nowait()
+        except queue.Empty:
+            return
+        counts[decision["outcome"]] += 1
+        if not quiet:
+            console.print(decision_line(decision), highlight=False, soft_wrap=True)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

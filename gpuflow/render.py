@@ -1,0 +1,37 @@
+"""How decisions look on a terminal: one line each, coloured by outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["decision_line"]
+
+_STYLE = {"PLACED": "green", "QUEUED": "yellow", "REJECTED": "red"}
+
+
+def _nodes(decision: Mapping[str, Any]) -> str:
+    parts = []
+    for a in decision.get("assignments") or ():
+        gpus = ",".join(str(i) for i in a["gpu_indices"])
+        share = f"@{a['gpu_milli']}m" if a.get("gpu_milli", 1000) < 1000 else ""
+        parts.append(f"{a['node_id']}[{gpus}]{share}")
+    shown = " ".join(parts[:3])
+    return shown + (f" +{len(parts) - 3} nodes" if len(parts) > 3 else "")
+
+
+def decision_line(decision: Mapping[str, Any]) -> str:
+    """Rich markup for one PlacementDecision."""
+    outcome = decision["outcome"]
+    style = _STYLE.get(outcome, "white")
+    head = f"[{style}]{outcome:<8}[/{style}] {decision['job_id']:<22}"
+    if outcome == "PLACED":
+        top = ", ".join(f"{k} {v:.0f}" for k, v in list(decision["score_breakdown"].items())[:3])
+        return (
+            f"{head} -> {decision['region']} {decision['gpu_model']}x{decision['gpu_count']} "
+            f"{_nodes(decision)}  score {decision['score']:.0f} ({top})"
+        )
+    refusals = ", ".join(f"{k}: {v:,} nodes" for k, v in decision.get("refusals", {}).items())
+    reasons = "; ".join(decision.get("reasons") or ())
+    where = f" in {decision['region']}" if decision.get("region") else ""
+    return f"{head}{where}  {reasons}" + (f" [{refusals}]" if refusals else "")

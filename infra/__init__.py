@@ -1,0 +1,1 @@
+"""gpuflow infra package."""

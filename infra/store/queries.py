@@ -1,0 +1,181 @@
+"""Ready queries over the history, one constant each; docs/queries.md shows the same text.
+
+Dedup rule: raw tables are ReplacingMergeTree on event_id, so exact figures read them with
+FINAL. The 1-minute rollups (gpu_util_1m, capacity_1m, decision_latency_1m) are fast and
+exact unless a redelivery after a crash re-inserted rows the sink could not recognise.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CARBON_BY_REGION",
+    "DECISION_LATENCY",
+    "DECISION_LATENCY_1M",
+    "FORECAST_ERROR",
+    "FREE_CAPACITY_AND_QUEUE_1M",
+    "GPU_HOURS_AND_COST_BY_TENANT",
+    "PREEMPTIONS_AND_MIGRATIONS",
+    "QUERIES",
+    "QUEUE_WAIT_BY_PRIORITY",
+    "UTILISATION_BY_REGION_MODEL",
+]
+
+UTILISATION_BY_REGION_MODEL = """\
+SELECT minute, region, gpu_model,
+    round(avgMerge(util_avg), 2) AS util_pct,
+    maxMerge(util_max) AS util_max_pct,
+    uniqMerge(gpus) AS gpus,
+    countMerge(samples) AS samples
+FROM gpu_util_1m
+GROUP BY minute, region, gpu_model
+ORDER BY minute, region, gpu_model"""
+
+FREE_CAPACITY_AND_QUEUE_1M = """\
+SELECT minute, region, gpu_model,
+    round(avgMerge(total_gpus_avg), 2) AS total_gpus,
+    round(avgMerge(free_gpus_avg), 2) AS free_gpus,
+    minMerge(free_gpus_min) AS free_gpus_min,
+    round(avgMerge(queue_depth_avg), 2) AS queue_depth,
+    maxMerge(queue_depth_max) AS queue_depth_max
+FROM capacity_1m
+GROUP BY minute, region, gpu_model
+ORDER BY minute, region, gpu_model"""
+
+QUEUE_WAIT_BY_PRIORITY = """\
+SELECT priority,
+    count() AS placed,
+    quantileExact(0.5)(queue_wait_ms) AS p50_wait_ms,
+    quantileExact(0.99)(queue_wait_ms) AS p99_wait_ms
+FROM placement_decisions FINAL
+WHERE outcome = 'PLACED'
+GROUP BY priority
+ORDER BY priority DESC"""
+
+DECISION_LATENCY = """\
+SELECT region, outcome,
+    count() AS decisions,
+    quantileExact(0.5)(worker_us) AS p50_worker_us,
+    quantileExact(0.99)(worker_us) AS p99_worker_us,
+    max(worker_us) AS max_worker_us
+FROM placement_decisions FINAL
+GROUP BY region, outcome
+ORDER BY region, outcome"""
+
+DECISION_LATENCY_1M = """\
+SELECT minute, region, gpu_model,
+    countMerge(decisions) AS decisions,
+    quantilesTDigestMerge(0.5, 0.99)(worker_us_q) AS worker_us_p50_p99,
+    quantilesTDigestMerge(0.5, 0.99)(queue_wait_ms_q) AS queue_wait_ms_p50_p99
+FROM decision_latency_1m
+GROUP BY minute, region, gpu_model
+ORDER BY minute, region, gpu_model"""
+
+GPU_HOURS_AND_COST_BY_TENANT = """\
+WITH placed AS (
+    SELECT job_id, argMax(tenant, ts) AS tenant, argMax(gpu_count, ts) AS gpus,
+        argMax(ifNull(price_per_hour, 0), ts) AS price_per_hour
+    FROM placement_decisions FINAL
+    WHERE outcome = 'PLACED'
+    GROUP BY job_id
+), runs AS (
+    SELECT job_id, minIf(ts, type = 'STARTED') AS started,
+        maxIf(ts, type IN ('FINISHED', 'FAILED', 'EVICTED')) AS ended
+    FROM job_events FINAL
+    GROUP BY job_id
+    HAVING countIf(type = 'STARTED') > 0 AND countIf(type IN ('FINISHED', 'FAILED', 'EVICTED')) > 0
+)
+SELECT p.tenant AS tenant,
+    count() AS jobs,
+    round(sum(p.gpus * dateDiff('millisecond', r.started, r.ended) / 3600000.0), 4) AS gpu_hours,
+    round(sum(p.price_per_hour * dateDiff('millisecond', r.started, r.ended) / 3600000.0), 4)
+        AS cost_usd
+FROM placed AS p
+INNER JOIN runs AS r USING (job_id)
+GROUP BY tenant
+ORDER BY tenant"""
+
+CARBON_BY_REGION = """\
+WITH per_gpu AS (
+    SELECT region, toStartOfHour(ts) AS hour, toStartOfMinute(ts) AS minute, node_id,
+        gpu_index, avg(power_w) AS watts
+    FROM node_telemetry FINAL
+    GROUP BY region, hour, minute, node_id, gpu_index
+), energy AS (
+    SELECT region, hour, sum(watts) / 1000 / 60 AS kwh
+    FROM per_gpu
+    GROUP BY region, hour
+), grid AS (
+    SELECT region, toStartOfHour(ts) AS hour, avg(carbon_g_per_kwh) AS g_per_kwh
+    FROM grid_signals FINAL
+    GROUP BY region, hour
+)
+SELECT e.region AS region,
+    round(sum(e.kwh), 4) AS kwh,
+    round(sum(e.kwh * g.g_per_kwh) / 1000, 4) AS kg_co2
+FROM energy AS e
+INNER JOIN grid AS g ON e.region = g.region AND e.hour = g.hour
+GROUP BY region
+ORDER BY region"""
+
+PREEMPTIONS_AND_MIGRATIONS = """\
+SELECT region,
+    sum(preemptions) AS preemptions,
+    sum(preempted_gpus) AS preempted_gpus,
+    sum(migrations) AS migrations,
+    sum(cross_region) AS cross_region_migrations
+FROM (
+    SELECT region, count() AS preemptions, sum(victim_gpu_count) AS preempted_gpus,
+        toUInt64(0) AS migrations, toUInt64(0) AS cross_region
+    FROM preemption_decisions FINAL
+    GROUP BY region
+    UNION ALL
+    SELECT from_region AS region, toUInt64(0), toUInt64(0), count(), countIf(cross_region)
+    FROM migration_decisions FINAL
+    GROUP BY region
+)
+GROUP BY region
+ORDER BY region"""
+
+FORECAST_ERROR = """\
+WITH points AS (
+    SELECT region, gpu_model, model, issued_ts, i, predicted,
+        issued_ts + toIntervalSecond(step_s * (i - 1)) AS from_ts,
+        issued_ts + toIntervalSecond(step_s * i) AS to_ts
+    FROM demand_forecasts FINAL
+    ARRAY JOIN points AS predicted, arrayEnumerate(points) AS i
+), busy AS (
+    SELECT region, gm AS gpu_model, ts,
+        total_gpus_by_model[gm] - free_gpus_by_model[gm] AS busy
+    FROM region_state FINAL
+    ARRAY JOIN mapKeys(total_gpus_by_model) AS gm
+    UNION ALL
+    SELECT region, '*' AS gpu_model, ts,
+        arraySum(mapValues(total_gpus_by_model)) - arraySum(mapValues(free_gpus_by_model))
+    FROM region_state FINAL
+), realized AS (
+    SELECT p.region AS region, p.gpu_model AS gpu_model, p.model AS model, p.issued_ts, p.i,
+        any(p.predicted) AS predicted, avg(b.busy) AS actual
+    FROM points AS p
+    INNER JOIN busy AS b ON p.region = b.region AND p.gpu_model = b.gpu_model
+    WHERE b.ts >= p.from_ts AND b.ts < p.to_ts
+    GROUP BY p.region, p.gpu_model, p.model, p.issued_ts, p.i
+)
+SELECT region, gpu_model, model,
+    count() AS points,
+    round(avg(abs(predicted - actual)), 4) AS mae,
+    round(100 * avg(abs(predicted - actual) / nullIf(actual, 0)), 2) AS mape_pct
+FROM realized
+GROUP BY region, gpu_model, model
+ORDER BY region, gpu_model, model"""
+
+QUERIES: dict[str, str] = {
+    "utilisation_by_region_model": UTILISATION_BY_REGION_MODEL,
+    "free_capacity_and_queue_1m": FREE_CAPACITY_AND_QUEUE_1M,
+    "queue_wait_by_priority": QUEUE_WAIT_BY_PRIORITY,
+    "decision_latency": DECISION_LATENCY,
+    "decision_latency_1m": DECISION_LATENCY_1M,
+    "gpu_hours_and_cost_by_tenant": GPU_HOURS_AND_COST_BY_TENANT,
+    "carbon_by_region": CARBON_BY_REGION,
+    "preemptions_and_migrations": PREEMPTIONS_AND_MIGRATIONS,
+    "forecast_error": FORECAST_ERROR,
+}

@@ -1,0 +1,86 @@
+"""gpuflow's topics, declared once: names, partition counts, compaction, and region partitioning.
+
+Region-scoped topics (inventory, telemetry, routed jobs, job events, decisions) put every event
+of a region in the same partition number, so the Faust worker that owns a region's placer also
+owns that region's nodes, reservations and lifecycle events (co-partitioning).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+__all__ = [
+    "DEADLETTER",
+    "DECISIONS_BANDWIDTH",
+    "DECISIONS_MIGRATION",
+    "DECISIONS_PLACEMENT",
+    "DECISIONS_PREEMPTION",
+    "FORECASTS_DEMAND",
+    "GRID_SIGNALS",
+    "JOBS_EVENTS",
+    "JOBS_ROUTED",
+    "JOBS_SUBMITTED",
+    "LINK_TELEMETRY",
+    "NODE_INVENTORY",
+    "NODE_TELEMETRY",
+    "REGION_STATE",
+    "TOPICS",
+    "TopicSpec",
+    "region_partition",
+    "topic_for_event",
+]
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    event: str  # Avro event name carried
+    compacted: bool = False
+    region_keyed: bool = False  # partition = region_partition(region)
+    retention_ms: int | None = None
+
+
+NODE_INVENTORY = "gpuflow.node.inventory"
+NODE_TELEMETRY = "gpuflow.node.telemetry"
+LINK_TELEMETRY = "gpuflow.link.telemetry"
+GRID_SIGNALS = "gpuflow.grid.signals"
+JOBS_SUBMITTED = "gpuflow.jobs.submitted"
+JOBS_EVENTS = "gpuflow.jobs.events"
+REGION_STATE = "gpuflow.region.state"
+JOBS_ROUTED = "gpuflow.jobs.routed"
+DECISIONS_PLACEMENT = "gpuflow.decisions.placement"
+DECISIONS_PREEMPTION = "gpuflow.decisions.preemption"
+DECISIONS_MIGRATION = "gpuflow.decisions.migration"
+DECISIONS_BANDWIDTH = "gpuflow.decisions.bandwidth"
+FORECASTS_DEMAND = "gpuflow.forecasts.demand"
+DEADLETTER = "gpuflow.deadletter"
+
+TOPICS: tuple[TopicSpec, ...] = (
+    TopicSpec(NODE_INVENTORY, "NodeInventory", compacted=True, region_keyed=True),
+    TopicSpec(NODE_TELEMETRY, "NodeTelemetry", region_keyed=True),
+    TopicSpec(LINK_TELEMETRY, "LinkTelemetry"),
+    TopicSpec(GRID_SIGNALS, "GridSignal"),
+    TopicSpec(JOBS_SUBMITTED, "JobSubmitted"),
+    TopicSpec(JOBS_EVENTS, "JobEvent", region_keyed=True),
+    TopicSpec(REGION_STATE, "RegionSummary"),
+    TopicSpec(JOBS_ROUTED, "RoutedJob", region_keyed=True),
+    TopicSpec(DECISIONS_PLACEMENT, "PlacementDecision", region_keyed=True),
+    TopicSpec(DECISIONS_PREEMPTION, "PreemptionDecision", region_keyed=True),
+    TopicSpec(DECISIONS_MIGRATION, "MigrationDecision", region_keyed=True),
+    TopicSpec(DECISIONS_BANDWIDTH, "BandwidthQuota"),
+    TopicSpec(FORECASTS_DEMAND, "DemandForecast"),
+    TopicSpec(DEADLETTER, "DeadLetter"),
+)
+
+_BY_EVENT = {t.event: t.name for t in TOPICS}
+
+
+def topic_for_event(event: str) -> str:
+    """The topic an event type is published on."""
+    return _BY_EVENT[event]
+
+
+def region_partition(region: str, partitions: int) -> int:
+    """Stable partition of a region (crc32, the same in every process and language)."""
+    return zlib.crc32(region.encode()) % partitions

@@ -1,0 +1,30 @@
+"""Errors of the event codec.
+
+    GpuflowError
+    └── CodecError                 bytes and records do not meet
+        ├── UnknownSchemaError     no schema of that name or fingerprint is known
+        ├── EncodeError            a record does not match its schema
+        └── DecodeError            bytes are not a known, well-formed event
+"""
+
+from __future__ import annotations
+
+from scorer.errors import GpuflowError
+
+__all__ = ["CodecError", "DecodeError", "EncodeError", "GpuflowError", "UnknownSchemaError"]
+
+
+class CodecError(GpuflowError):
+    """Bytes and records do not meet."""
+
+
+class UnknownSchemaError(CodecError):
+    """No schema of that name or fingerprint is known."""
+
+
+class EncodeError(CodecError):
+    """A record does not match its schema."""
+
+
+class DecodeError(CodecError):
+    """Bytes are not a known, well-formed event."""

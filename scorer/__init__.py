@@ -1,0 +1,74 @@
+"""gpuflow's decision core: pure, deterministic, numpy only.
+
+Public surface: domain types (JobSpec, NodeSpec, Assignment, PlacementResult, RegionView), the
+capability catalogue, the throughput model, the cluster state with reservations, the plugin
+framework and registry, the regional Placer, the router's rank_regions and placer presets.
+"""
+
+from __future__ import annotations
+
+from scorer.catalog import Catalog, GpuModelSpec, default_catalog, load_catalog
+from scorer.errors import (
+    CatalogError,
+    GpuflowError,
+    ReservationError,
+    ScorerError,
+    UnknownPluginError,
+)
+from scorer.framework import CycleContext, FilterPlugin, Insufficient, ScorePlugin, Status
+from scorer.placer import Placer
+from scorer.policies import PRESETS, make_placer
+from scorer.registry import (
+    DEFAULT_FILTERS,
+    DEFAULT_SCORES,
+    FILTERS,
+    SCORES,
+    build_filter,
+    build_score,
+    register_filter,
+    register_score,
+)
+from scorer.router import rank_regions
+from scorer.state import ClusterState
+from scorer.throughput import ThroughputModel, load_gavel_csv, memory_need_mib
+from scorer.types import Assignment, JobSpec, NodeSpec, PlacementResult, RegionView
+from scorer.weights import job_weights
+
+__all__ = [
+    "DEFAULT_FILTERS",
+    "DEFAULT_SCORES",
+    "FILTERS",
+    "PRESETS",
+    "SCORES",
+    "Assignment",
+    "Catalog",
+    "CatalogError",
+    "ClusterState",
+    "CycleContext",
+    "FilterPlugin",
+    "GpuModelSpec",
+    "GpuflowError",
+    "Insufficient",
+    "JobSpec",
+    "NodeSpec",
+    "PlacementResult",
+    "Placer",
+    "RegionView",
+    "ReservationError",
+    "ScorePlugin",
+    "ScorerError",
+    "Status",
+    "ThroughputModel",
+    "UnknownPluginError",
+    "build_filter",
+    "build_score",
+    "default_catalog",
+    "job_weights",
+    "load_catalog",
+    "load_gavel_csv",
+    "make_placer",
+    "memory_need_mib",
+    "rank_regions",
+    "register_filter",
+    "register_score",
+]

@@ -1,0 +1,40 @@
+"""Errors of the decision core, and the root of every gpuflow error.
+
+    GpuflowError                 root: every error gpuflow raises on purpose
+    └── ScorerError              a fault inside the decision core
+        ├── UnknownPluginError   a registry has no plugin of that name
+        ├── CatalogError         a GPU catalogue or throughput table cannot be used
+        └── ReservationError     a reservation would over-allocate or release twice
+
+"Does not fit" is never an error: filters return a Status with every reason.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CatalogError",
+    "GpuflowError",
+    "ReservationError",
+    "ScorerError",
+    "UnknownPluginError",
+]
+
+
+class GpuflowError(Exception):
+    """Root of every error gpuflow raises on purpose."""
+
+
+class ScorerError(GpuflowError):
+    """A fault inside the decision core."""
+
+
+class UnknownPluginError(ScorerError):
+    """A registry was asked for a plugin name it does not hold."""
+
+
+class CatalogError(ScorerError):
+    """A GPU catalogue or throughput table is malformed."""
+
+
+class ReservationError(ScorerError):
+    """A reservation would over-allocate a GPU or release one twice."""

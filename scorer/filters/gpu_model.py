@@ -1,0 +1,34 @@
+"""Filter: the node's GPU model is in the catalogue and in the job's allowed models."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scorer.framework import CycleContext, Insufficient, Status
+
+__all__ = ["NAME", "GpuModelFilter"]
+
+NAME = "gpu_model"
+
+
+class GpuModelFilter:
+    name = NAME
+    static = True
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        return model_allowed(ctx.models.allowed & ctx.models.known, ctx.node_model)
+
+    def explain(self, ctx: CycleContext, slot: int) -> Status:
+        model = int(ctx.state.model[slot])
+        name = ctx.state.models[model]
+        if not ctx.models.known[model]:
+            return Status.unresolvable(f"gpu_model: {name} is not in the catalogue")
+        if not ctx.models.allowed[model]:
+            allowed = ",".join(ctx.job.allowed_gpu_models)
+            return Status.unresolvable(Insufficient(f"gpu_model {name} (allowed {allowed})", 1, 0))
+        return Status.success()
+
+
+def model_allowed(allowed_by_model: np.ndarray, node_model: np.ndarray) -> np.ndarray:
+    """Look each node's model up in the per-model allow vector."""
+    return allowed_by_model[node_model]

@@ -1,0 +1,42 @@
+"""Filter: the node's CPU and host memory are large enough (0 on either side = not declared).
+
+Host resources are checked against the node's size, not reserved: assignments carry GPUs only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scorer.framework import CycleContext, Insufficient, Status
+
+__all__ = ["NAME", "HostResourcesFilter"]
+
+NAME = "host_resources"
+
+
+class HostResourcesFilter:
+    name = NAME
+    static = True
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        s, job = ctx.state, ctx.job
+        ok = np.ones(ctx.slots.shape[0], bool)
+        if job.cpu_milli:
+            ok &= fits(s.cpu_milli[ctx.slots], job.cpu_milli)
+        if job.memory_mib:
+            ok &= fits(s.memory_mib[ctx.slots], job.memory_mib)
+        return ok
+
+    def explain(self, ctx: CycleContext, slot: int) -> Status:
+        s, job = ctx.state, ctx.job
+        reasons: list[Insufficient | str] = []
+        if job.cpu_milli and not fits(s.cpu_milli[slot : slot + 1], job.cpu_milli)[0]:
+            reasons.append(Insufficient("cpu_milli", job.cpu_milli, int(s.cpu_milli[slot])))
+        if job.memory_mib and not fits(s.memory_mib[slot : slot + 1], job.memory_mib)[0]:
+            reasons.append(Insufficient("memory_mib", job.memory_mib, int(s.memory_mib[slot])))
+        return Status.unresolvable(*reasons) if reasons else Status.success()
+
+
+def fits(capacity: np.ndarray, requested: int) -> np.ndarray:
+    """Undeclared capacity (0) is not held against the job."""
+    return (capacity == 0) | (capacity >= requested)

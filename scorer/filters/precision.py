@@ -1,0 +1,26 @@
+"""Filter: the GPU has native arithmetic for the job's precision (no FP8 before Hopper/Ada)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scorer.framework import CycleContext, Insufficient, Status
+
+__all__ = ["NAME", "PrecisionFilter"]
+
+NAME = "precision"
+
+
+class PrecisionFilter:
+    name = NAME
+    static = True
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        return ctx.models.precision_ok[ctx.node_model]
+
+    def explain(self, ctx: CycleContext, slot: int) -> Status:
+        model = int(ctx.state.model[slot])
+        if ctx.models.precision_ok[model]:
+            return Status.success()
+        name = ctx.state.models[model]
+        return Status.unresolvable(Insufficient(f"{ctx.job.precision} on {name}", 1, 0))

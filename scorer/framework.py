@@ -1,0 +1,175 @@
+"""Extension points of the decision core (Kubernetes-scheduler style) and the per-cycle input.
+
+A filter plugin returns a boolean mask over the candidate nodes (vectorised) and can explain one
+node with a `Status` listing every reason; a score plugin returns 0..100 per feasible node.
+"Does not fit" is a Status, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from scorer.state import ClusterState
+from scorer.throughput import ThroughputModel
+from scorer.types import JobSpec
+
+__all__ = [
+    "CycleContext",
+    "FilterPlugin",
+    "Insufficient",
+    "ModelVectors",
+    "ScorePlugin",
+    "Status",
+    "clamp_score",
+    "first_refused",
+]
+
+
+@dataclass(frozen=True)
+class Insufficient:
+    """One unmet need: `requested` of `resource`, of which the node offers `free`."""
+
+    resource: str
+    requested: float
+    free: float
+
+    def __str__(self) -> str:
+        return f"{self.resource}: requested {self.requested:g}, free {self.free:g}"
+
+
+@dataclass(frozen=True)
+class Status:
+    """Outcome of a filter for one node: success, or every reason it refuses."""
+
+    code: str = "Success"  # Success | Unschedulable | UnschedulableAndUnresolvable
+    reasons: tuple[Insufficient | str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.code == "Success"
+
+    @classmethod
+    def success(cls) -> Status:
+        return cls()
+
+    @classmethod
+    def unschedulable(cls, *reasons: Insufficient | str) -> Status:
+        """Refused now; may fit once capacity frees."""
+        return cls("Unschedulable", reasons)
+
+    @classmethod
+    def unresolvable(cls, *reasons: Insufficient | str) -> Status:
+        """Refused whatever happens on the node (model, memory, precision, region)."""
+        return cls("UnschedulableAndUnresolvable", reasons)
+
+    def __str__(self) -> str:
+        return "; ".join(str(r) for r in self.reasons) or self.code
+
+
+@dataclass(frozen=True)
+class ModelVectors:
+    """Per-GPU-model facts about one job, indexed like `ClusterState.models`."""
+
+    speed: np.ndarray  # relative to the reference GPU, all GPUs on one node
+    speed_spread: np.ndarray  # same, gang spread over nodes
+    precision_ok: np.ndarray
+    allowed: np.ndarray
+    known: np.ndarray  # in the catalogue
+    power_w: np.ndarray
+    link_gbs: np.ndarray
+    memory_need_mib: int  # per GPU
+
+    @cached_property
+    def runnable(self) -> np.ndarray:
+        """Either placement shape has a non-zero speed."""
+        return np.maximum(self.speed, self.speed_spread) > 0
+
+
+@dataclass(frozen=True)
+class CycleContext:
+    """Frozen input of one placement cycle: the job, the state, the candidate nodes."""
+
+    job: JobSpec
+    state: ClusterState
+    throughput: ThroughputModel
+    slots: np.ndarray  # candidate node slots
+    models: ModelVectors
+    spread: bool = False  # scoring a gang spread over nodes
+    memo: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, compare=False)
+
+    @cached_property
+    def node_model(self) -> np.ndarray:
+        return self.state.model[self.slots]
+
+    @property
+    def fractional(self) -> bool:
+        return self.job.gpu_milli < 1000
+
+    @property
+    def chunk(self) -> int:
+        """Fewest GPUs a node must offer: a whole gang that cannot split, else one TP group."""
+        job = self.job
+        tp = max(1, job.tensor_parallel)
+        return job.gpu_count if job.gpu_count <= tp else tp
+
+    def gpus_taken(self, slots: np.ndarray) -> np.ndarray:
+        """GPUs each node would take: the whole gang, or its usable TP groups when spread."""
+        if not self.spread:
+            return np.full(slots.shape[0], self.job.gpu_count)
+        tp = max(1, self.job.tensor_parallel)
+        usable = (self.state.free_whole[slots] // tp) * tp
+        return np.minimum(usable, self.job.gpu_count)
+
+    def speed_of(self, slots: np.ndarray) -> np.ndarray:
+        """Relative speed on each node: model speed x measured per-GPU perf factor."""
+        key = (
+            "spread" if self.spread else "speed",
+            id(slots),
+        )  # several plugins ask for the same candidates in one cycle
+        cached = self.memo.get(key)
+        if cached is None:
+            table = self.models.speed_spread if self.spread else self.models.speed
+            cached = table[self.state.model[slots]] * self.state.perf_mean[slots]
+            self.memo[key] = cached
+        return cached
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    """Hard constraint. `static` filters do not depend on occupancy or health."""
+
+    name: str
+    static: bool
+
+    def filter(self, ctx: CycleContext) -> np.ndarray:
+        """Boolean mask over `ctx.slots`: True where the node may host the job."""
+        ...
+
+    def explain(self, ctx: CycleContext, slot: int) -> Status:
+        """Every reason this node refuses the job (Success when it does not)."""
+        ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    """Soft preference: 0..100 per node, higher is better."""
+
+    name: str
+
+    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray: ...
+
+
+def clamp_score(values: np.ndarray) -> np.ndarray:
+    """Clip to 0..100 (np.clip's dispatch costs more than two ufuncs on small arrays)."""
+    return np.minimum(np.maximum(values, 0.0), 100.0)
+
+
+def first_refused(mask: np.ndarray, slots: Sequence[int] | np.ndarray) -> int | None:
+    """Slot of the first refused node, for an example in explanations."""
+    idx = np.flatnonzero(~mask)
+    return int(slots[idx[0]]) if idx.size else None

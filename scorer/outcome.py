@@ -1,0 +1,131 @@
+"""Turning a cycle's choice (or its refusal) into a PlacementResult with explanations."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from scorer.framework import CycleContext, FilterPlugin, ModelVectors, first_refused
+from scorer.throughput import ThroughputModel, memory_need_mib
+from scorer.types import Assignment, JobSpec, PlacementResult
+
+__all__ = ["Pick", "model_vectors", "never_fits", "placed_result", "refused_result"]
+
+Pick = tuple[int, tuple[int, ...], int]  # slot, GPU indices, milli per GPU
+BREAKDOWN_TOP = 4
+
+
+def model_vectors(job: JobSpec, models: Sequence[str], throughput: ThroughputModel) -> ModelVectors:
+    """Per-model speed, precision support, allow-list and power for one job."""
+    catalog = throughput.catalog
+    allowed_names = {catalog.canonical(m) for m in job.allowed_gpu_models}
+    specs = [catalog.get(m) for m in models]
+    n = len(models)
+    vec = {k: np.zeros(n) for k in ("speed", "spread", "power", "link")}
+    ok, allowed, known = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    for i, (name, spec) in enumerate(zip(models, specs, strict=True)):
+        allowed[i] = not allowed_names or catalog.canonical(name) in allowed_names
+        if spec is None:
+            continue
+        known[i], ok[i] = True, spec.supports(job.precision)
+        vec["speed"][i] = throughput.relative_speed(job, name, consolidated=True)
+        vec["spread"][i] = throughput.relative_speed(job, name, consolidated=False)
+        vec["power"][i], vec["link"][i] = spec.power_w, spec.interconnect_gbs
+    return ModelVectors(
+        speed=vec["speed"],
+        speed_spread=vec["spread"],
+        precision_ok=ok,
+        allowed=allowed,
+        known=known,
+        power_w=vec["power"],
+        link_gbs=vec["link"],
+        memory_need_mib=memory_need_mib(job),
+    )
+
+
+def placed_result(
+    ctx: CycleContext,
+    picks: Sequence[Pick],
+    score: float,
+    breakdown: Mapping[str, float],
+    refusals: dict[str, int],
+) -> PlacementResult:
+    s, job = ctx.state, ctx.job
+    first = picks[0][0]
+    model = int(s.model[first])
+    perf = min(float(s.perf[slot, list(gpus)].min()) for slot, gpus, _ in picks)
+    table = ctx.models.speed_spread if len(picks) > 1 else ctx.models.speed
+    speed = float(table[model]) * perf  # a gang runs at the pace of its slowest GPU
+    price = sum(float(s.price[slot]) * len(gpus) * milli / 1000 for slot, gpus, milli in picks)
+    top = sorted(breakdown.items(), key=lambda kv: -kv[1])[:BREAKDOWN_TOP]
+    return PlacementResult(
+        placed=True,
+        assignments=tuple(Assignment(s.spec(slot).node_id, g, m) for slot, g, m in picks),
+        region=s.region_name(int(s.region[first])),
+        gpu_model=s.models[model],
+        score=round(min(100.0, max(0.0, score)), 3),
+        breakdown={k: round(v, 2) for k, v in top},
+        expected_throughput=round(speed, 4),
+        expected_duration_s=ctx.throughput.expected_duration_s(job, s.models[model], speed),
+        price_per_hour=round(price, 4),
+        refusals=refusals,
+    )
+
+
+def refused_result(
+    ctx: CycleContext,
+    masks: Sequence[tuple[FilterPlugin, np.ndarray]],
+    refusals: dict[str, int],
+    candidates: np.ndarray,
+    region: str | None,
+) -> PlacementResult:
+    total = ctx.slots.shape[0]
+    reasons = []
+    if total == 0:
+        reasons.append(f"no nodes in region {region}" if region else "no nodes")
+    for plugin, mask in masks:
+        example = first_refused(mask, ctx.slots)
+        if example is None:
+            continue
+        node_id = ctx.state.spec(example).node_id
+        status = plugin.explain(ctx, example)
+        reasons.append(
+            f"{plugin.name}: refused {total - int(mask.sum())} of {total} nodes "
+            f"(e.g. {node_id}: {status})"
+        )
+    refusals = dict(refusals)
+    if candidates.size:
+        usable = int(ctx.state.free_whole[candidates].sum())
+        refusals["gang"] = int(candidates.size)
+        reasons.append(
+            f"gang: {ctx.job.gpu_count} GPUs of one model within one domain are not "
+            f"free now ({usable} free GPUs on {candidates.size} eligible nodes)"
+        )
+    return PlacementResult(
+        placed=False,
+        refusals=refusals,
+        reasons=tuple(reasons),
+        never_fits=never_fits(ctx, masks),
+    )
+
+
+def never_fits(ctx: CycleContext, masks: Sequence[tuple[FilterPlugin, np.ndarray]]) -> bool:
+    """True when no considered node could host the job even if the cluster were empty."""
+    s, job = ctx.state, ctx.job
+    static = np.ones(ctx.slots.shape[0], bool)
+    for plugin, mask in masks:
+        if plugin.static:
+            static &= mask
+    slots = ctx.slots[static]
+    size = s.gpu_count[slots]
+    if ctx.fractional or (size >= job.gpu_count).any():
+        return not bool((size >= (1 if ctx.fractional else job.gpu_count)).any())
+    if ctx.chunk >= job.gpu_count:
+        return True
+    tp = max(1, job.tensor_parallel)
+    groups = s.model[slots].astype(np.int64)
+    if not job.cross_region_ok:
+        groups = groups * (len(s.regions) + 1) + s.region[slots]
+    usable = np.bincount(groups, weights=(size // tp) * tp) if slots.size else np.zeros(0)
+    return not bool((usable >= job.gpu_count).any())

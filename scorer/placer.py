@@ -1,0 +1,195 @@
+"""The regional placer: filter -> score -> choose nodes and GPU indices. It does not reserve:
+the caller reserves the proposal (policy separate from mechanism)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from scorer.framework import CycleContext, FilterPlugin, ModelVectors, ScorePlugin
+from scorer.gang import pick_gpus, pick_share, plan_spread
+from scorer.outcome import Pick, model_vectors, placed_result, refused_result
+from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES, build_filter, build_score
+from scorer.scores.topology import NAME as TOPOLOGY
+from scorer.scores.topology import domain_score
+from scorer.state import ClusterState
+from scorer.throughput import ThroughputModel
+from scorer.types import JobSpec, PlacementResult
+from scorer.weights import job_weights
+
+__all__ = ["Placer"]
+
+
+class Placer:
+    """Proposes where a job runs inside one region (or the whole state when region is None)."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        *,
+        filters: Sequence[str | FilterPlugin] | None = None,
+        scores: Sequence[str | ScorePlugin] | None = None,
+        weights: Mapping[str, float] | None = None,
+        throughput: ThroughputModel | None = None,
+    ) -> None:
+        self.state = state
+        self.throughput = throughput or ThroughputModel(state.catalog)
+        names = DEFAULT_FILTERS if filters is None else filters
+        self.filters = [build_filter(f) if isinstance(f, str) else f for f in names]
+        score_names = DEFAULT_SCORES if scores is None else scores
+        self.scores = [build_score(s) if isinstance(s, str) else s for s in score_names]
+        self.weight_overrides = dict(weights or {})
+        self._vectors_cache: dict[tuple[object, ...], ModelVectors] = {}
+
+    # ---- the cycle -----------------------------------------------------------------------
+    def place(self, job: JobSpec, region: str | None = None) -> PlacementResult:
+        slots = self.state.slots(region)
+        ctx = CycleContext(job, self.state, self.throughput, slots, self._vectors(job))
+        masks = [(f, f.filter(ctx)) for f in self.filters]
+        feasible = np.ones(slots.shape[0], bool)
+        refusals: dict[str, int] = {}
+        for f, mask in masks:
+            feasible &= mask
+            refused = slots.shape[0] - int(np.count_nonzero(mask))
+            if refused:
+                refusals[f.name] = refused
+        candidates = slots[feasible]
+        weights = self._weights(job)
+        if candidates.size:
+            result = self._place_single(ctx, candidates, weights, refusals)
+            if result is None:
+                result = self._place_spread(ctx, candidates, weights, refusals)
+            if result is not None:
+                return result
+        return self._refused(ctx, masks, refusals, candidates, region)
+
+    def _place_single(
+        self,
+        ctx: CycleContext,
+        candidates: np.ndarray,
+        weights: Mapping[str, float],
+        refusals: dict[str, int],
+    ) -> PlacementResult | None:
+        job = ctx.job
+        if not ctx.fractional:
+            candidates = candidates[self.state.free_whole[candidates] >= job.gpu_count]
+        if not candidates.size:
+            return None
+        total, parts = self._score(ctx, candidates, weights)
+        best = int(np.argmax(total))
+        slot = int(candidates[best])
+        if ctx.fractional:
+            pick: Pick = (slot, (pick_share(self.state, slot, job.gpu_milli),), job.gpu_milli)
+        else:
+            pick = (slot, pick_gpus(self.state, slot, job.gpu_count), 1000)
+        breakdown = {name: float(part[best]) for name, part in parts.items()}
+        return self._result(ctx, [pick], float(total[best]), breakdown, refusals)
+
+    def _place_spread(
+        self,
+        ctx: CycleContext,
+        candidates: np.ndarray,
+        weights: Mapping[str, float],
+        refusals: dict[str, int],
+    ) -> PlacementResult | None:
+        job = ctx.job
+        if ctx.fractional or ctx.chunk >= job.gpu_count:
+            return None
+        ctx = replace(ctx, spread=True, memo={})
+        node_weights = {k: v for k, v in weights.items() if k != TOPOLOGY}
+        w_nodes, w_topo = sum(node_weights.values()), weights.get(TOPOLOGY, 0.0)
+        total, parts = self._score(ctx, candidates, node_weights)
+        levels = ("rack", "zone", "region") + (("global",) if job.cross_region_ok else ())
+        tp = max(1, job.tensor_parallel)
+        best_plan, best_score = None, -1.0
+        models = self.state.model[candidates]
+        for m in np.unique(models):
+            of_model = models == m
+            plan = plan_spread(
+                self.state, candidates[of_model], total[of_model], job.gpu_count, tp, levels
+            )
+            if plan is None:
+                continue
+            score = (plan.mean_score * w_nodes + w_topo * domain_score(plan.level)) / max(
+                w_nodes + w_topo, 1e-9
+            )
+            if score > best_score:
+                best_plan, best_score = plan, score
+        if best_plan is None:
+            return None
+        picks = [
+            (s, pick_gpus(self.state, s, k), 1000)
+            for s, k in zip(best_plan.slots, best_plan.gpus, strict=True)
+        ]
+        pos = np.searchsorted(candidates, np.asarray(best_plan.slots))
+        breakdown = {
+            n: float(p[pos].mean()) * w_nodes / max(w_nodes + w_topo, 1e-9)
+            for n, p in parts.items()
+        }
+        if w_topo:
+            breakdown[TOPOLOGY] = w_topo * domain_score(best_plan.level) / (w_nodes + w_topo)
+        return self._result(ctx, picks, best_score, breakdown, refusals)
+
+    # ---- helpers -------------------------------------------------------------------------
+    def _score(
+        self, ctx: CycleContext, slots: np.ndarray, weights: Mapping[str, float]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Weighted mean of the plugins' 0..100 scores, and each plugin's weighted share."""
+        active = [(p, weights.get(p.name, 0.0)) for p in self.scores]
+        active = [(p, w) for p, w in active if w > 0]
+        total_w = sum(w for _, w in active) or 1.0
+        total = np.zeros(slots.shape[0])
+        parts: dict[str, np.ndarray] = {}
+        for plugin, w in active:
+            part = plugin.score(ctx, slots) * (w / total_w)
+            parts[plugin.name] = part
+            total += part
+        return total, parts
+
+    def _weights(self, job: JobSpec) -> dict[str, float]:
+        derived = job_weights(job, self.weight_overrides)
+        return {p.name: derived.get(p.name, 1.0) for p in self.scores}
+
+    def _vectors(self, job: JobSpec) -> ModelVectors:
+        models = self.state.models
+        key = (
+            job.job_type,
+            job.kind,
+            job.precision,
+            job.gpu_count,
+            job.tensor_parallel,
+            job.pipeline_parallel,
+            job.params_b,
+            job.min_gpu_memory_mib,
+            job.allowed_gpu_models,
+            job.reference_gpu_model,
+            len(models),
+        )
+        cached = self._vectors_cache.get(key)
+        if cached is None:
+            if len(self._vectors_cache) > 4096:
+                self._vectors_cache.clear()
+            cached = self._vectors_cache[key] = model_vectors(job, models, self.throughput)
+        return cached
+
+    def _result(
+        self,
+        ctx: CycleContext,
+        picks: Sequence[Pick],
+        score: float,
+        breakdown: Mapping[str, float],
+        refusals: dict[str, int],
+    ) -> PlacementResult:
+        return placed_result(ctx, picks, score, breakdown, refusals)
+
+    def _refused(
+        self,
+        ctx: CycleContext,
+        masks: Sequence[tuple[FilterPlugin, np.ndarray]],
+        refusals: dict[str, int],
+        candidates: np.ndarray,
+        region: str | None,
+    ) -> PlacementResult:
+        return refused_result(ctx, masks, refusals, candidates, region)

@@ -1,0 +1,59 @@
+"""Placer presets: named placement policies in one framework, for baselines and trace replay.
+
+- `gpuflow`: every filter and the heterogeneity-aware scores (the default).
+- `first_fit` (alias `fifo`): every filter, then the first node in inventory order — blind to
+  the GPU model, as a model-agnostic scheduler would be.
+- `best_fit` (alias `bestfit`): every filter, then the fullest node that fits (bin packing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scorer.errors import UnknownPluginError
+from scorer.placer import Placer
+from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES
+from scorer.state import ClusterState
+from scorer.throughput import ThroughputModel
+
+__all__ = ["PRESETS", "PlacerPreset", "make_placer"]
+
+
+@dataclass(frozen=True)
+class PlacerPreset:
+    filters: tuple[str, ...] = DEFAULT_FILTERS
+    scores: tuple[str, ...] = DEFAULT_SCORES
+    weights: Mapping[str, float] = field(default_factory=dict)
+
+
+_FIRST_FIT = PlacerPreset(scores=("first_fit",), weights={"first_fit": 1.0})
+_BEST_FIT = PlacerPreset(
+    scores=("bin_pack", "first_fit"), weights={"bin_pack": 100.0, "first_fit": 0.01}
+)
+
+PRESETS: dict[str, PlacerPreset] = {
+    "gpuflow": PlacerPreset(),
+    "first_fit": _FIRST_FIT,
+    "fifo": _FIRST_FIT,
+    "best_fit": _BEST_FIT,
+    "bestfit": _BEST_FIT,
+}
+
+
+def make_placer(
+    name: str, state: ClusterState, *, throughput: ThroughputModel | None = None
+) -> Placer:
+    """A Placer configured by the preset `name`."""
+    try:
+        preset = PRESETS[name]
+    except KeyError:
+        known = ", ".join(sorted(PRESETS))
+        raise UnknownPluginError(f"no placer preset {name!r} (known: {known})") from None
+    return Placer(
+        state,
+        filters=preset.filters,
+        scores=preset.scores,
+        weights=preset.weights,
+        throughput=throughput,
+    )

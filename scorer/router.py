@@ -1,0 +1,126 @@
+"""The router's region ranking: which regions should try a job first, from RegionViews.
+
+Per region the best GPU model that can hold the job now (else ever) is valued; components, each
+0..100: compute (speed / best speed anywhere), cost (cheapest cost / cost), availability (100
+fits now, 30 fits when capacity frees, region listed last with 0 if it never can), carbon, queue
+(100 / (1 + depth / 10)), data (100 same region, else 100 x (1 - RTT / 200 ms), 50 unknown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scorer.catalog import Catalog
+from scorer.throughput import ThroughputModel, memory_need_mib
+from scorer.types import JobSpec, RegionView
+
+__all__ = ["RegionOption", "rank_regions"]
+
+RTT_HORIZON_MS = 200.0
+AVAILABLE_NOW, AVAILABLE_LATER = 100.0, 30.0
+
+
+@dataclass(frozen=True)
+class RegionOption:
+    """The best model a region offers the job, with its raw figures."""
+
+    region: str
+    model: str
+    speed: float
+    cost: float  # price per hour / speed
+    carbon: float  # g/kWh x W / speed
+    available: float
+
+
+def _model_fits(job: JobSpec, spec_ok: bool, mem_mib: int, need: int) -> bool:
+    return spec_ok and mem_mib >= need
+
+
+def _option(
+    job: JobSpec, view: RegionView, catalog: Catalog, throughput: ThroughputModel
+) -> RegionOption | None:
+    need, best = memory_need_mib(job), None
+    allowed = {catalog.canonical(m) for m in job.allowed_gpu_models}
+    for model, total in view.total_gpus.items():
+        spec = catalog.get(model)
+        if spec is None or (allowed and spec.name not in allowed) or total < job.gpu_count:
+            continue
+        if not _model_fits(job, spec.supports(job.precision), spec.memory_mib, need):
+            continue
+        speed = throughput.relative_speed(job, spec.name)
+        if speed <= 0:
+            continue
+        free, block = view.free_gpus.get(model, 0), view.largest_free_block.get(model, 0)
+        fits_now = free >= job.gpu_count and (block >= job.gpu_count or job.gpu_count > 8)
+        price = view.price_per_gpu_hour.get(model, spec.price_per_gpu_hour)
+        carbon = (view.carbon_g_per_kwh or 400.0) * spec.power_w
+        option = RegionOption(
+            view.region,
+            spec.name,
+            speed,
+            price / speed,
+            carbon / speed,
+            AVAILABLE_NOW if fits_now else AVAILABLE_LATER,
+        )
+        if best is None or (option.available, option.speed / option.cost) > (
+            best.available,
+            best.speed / best.cost,
+        ):
+            best = option
+    return best
+
+
+def _data_score(job: JobSpec, region: str, rtt_ms: Mapping[tuple[str, str], float] | None):
+    if not job.data_region or job.data_region == region:
+        return 100.0
+    rtt = (rtt_ms or {}).get(
+        (region, job.data_region), (rtt_ms or {}).get((job.data_region, region))
+    )
+    if rtt is None:
+        return 50.0
+    return max(0.0, 100.0 * (1.0 - rtt / RTT_HORIZON_MS))
+
+
+def rank_regions(
+    job: JobSpec,
+    views: Mapping[str, RegionView],
+    *,
+    rtt_ms: Mapping[tuple[str, str], float] | None = None,
+    throughput: ThroughputModel | None = None,
+) -> list[tuple[str, float]]:
+    """Regions the job may use (allowed_regions), best first, with 0..100 scores."""
+    throughput = throughput or ThroughputModel()
+    allowed = [r for r in views if not job.allowed_regions or r in job.allowed_regions]
+    options = {r: _option(job, views[r], throughput.catalog, throughput) for r in allowed}
+    live = [o for o in options.values() if o is not None]
+    if not live:
+        return [(r, 0.0) for r in sorted(allowed)]
+    best_speed = max(o.speed for o in live)
+    cheapest, cleanest = min(o.cost for o in live), min(o.carbon for o in live)
+    p = min(1.0, max(0.0, job.cost_speed_preference))
+    w = {
+        "compute": 10 + 40 * p,
+        "cost": 5 + 35 * (1 - p),
+        "available": 40.0,
+        "carbon": 5.0,
+        "queue": 10.0,
+        "data": 15.0 if job.data_region else 0.0,
+    }
+    ranked = []
+    for region in allowed:
+        o = options[region]
+        if o is None:
+            ranked.append((region, 0.0))
+            continue
+        parts = {
+            "compute": 100 * o.speed / best_speed,
+            "cost": 100 * cheapest / o.cost if o.cost > 0 else 100.0,
+            "available": o.available,
+            "carbon": 100 * cleanest / o.carbon if o.carbon > 0 else 100.0,
+            "queue": 100 / (1 + views[region].queue_depth / 10),
+            "data": _data_score(job, region, rtt_ms),
+        }
+        score = sum(w[k] * parts[k] for k in w) / sum(w.values())
+        ranked.append((region, round(score, 3)))
+    return sorted(ranked, key=lambda rs: (-rs[1], rs[0]))

@@ -1,0 +1,26 @@
+"""Score: load balance — prefer nodes left emptier after the placement (spreads wear and heat)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scorer.framework import CycleContext
+
+__all__ = ["NAME", "LoadBalanceScore", "least_allocated_score"]
+
+NAME = "load_balance"
+
+
+class LoadBalanceScore:
+    name = NAME
+
+    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
+        s = ctx.state
+        free = s.free_milli_total[slots]
+        taken = ctx.gpus_taken(slots) * ctx.job.gpu_milli
+        return least_allocated_score(free - taken, s.gpu_count[slots] * 1000)
+
+
+def least_allocated_score(free_after: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """100 x free after / capacity; e.g. 8 GPUs, 6 free, take 2 -> 4000/8000 = 50."""
+    return np.minimum(np.maximum(100.0 * free_after / np.maximum(capacity, 1), 0.0), 100.0)

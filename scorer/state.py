@@ -1,0 +1,366 @@
+"""Cluster state as numpy arrays, updated incrementally (never rebuilt per decision).
+
+Nodes live in slots (rows); per-GPU facts are (slot, gpu) matrices. Derived per-node columns
+(free whole GPUs, largest free share, most free GPUs in one NVLink island) are refreshed only
+for the rows an event touches, so a decision reads them without recomputing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
+
+import numpy as np
+
+from scorer.catalog import Catalog, default_catalog
+from scorer.errors import ReservationError
+from scorer.types import Assignment, NodeSpec, RegionView
+
+__all__ = ["FULL_GPU", "ClusterState"]
+
+FULL_GPU = 1000  # milli-GPU of a whole GPU
+DEFAULT_CARBON_G_PER_KWH = 400.0  # world-average grid intensity when a region sends no signal
+
+
+class _Interner:
+    """Stable small integers for names (regions, zones, racks, models)."""
+
+    def __init__(self) -> None:
+        self.names: list[object] = []
+        self.index: dict[object, int] = {}
+        self.labels: tuple[str, ...] = ()
+
+    def __call__(self, name: object) -> int:
+        idx = self.index.get(name)
+        if idx is None:
+            idx = self.index[name] = len(self.names)
+            self.names.append(name)
+            self.labels = (*self.labels, str(name))
+        return idx
+
+
+def _island_ids(node: NodeSpec) -> list[int]:
+    """NVLink island of each GPU: declared islands, else one island (NVLink) or one per GPU."""
+    if node.nvlink_islands:
+        ids = list(range(len(node.nvlink_islands), len(node.nvlink_islands) + node.gpu_count))
+        for island, members in enumerate(node.nvlink_islands):
+            for gpu in members:
+                if 0 <= gpu < node.gpu_count:
+                    ids[gpu] = island
+        return ids
+    if node.interconnect.lower() != "pcie":
+        return [0] * node.gpu_count
+    return list(range(node.gpu_count))
+
+
+class ClusterState:
+    """Inventory, health, speed factors, grid signals and reservations of a fleet."""
+
+    def __init__(self, catalog: Catalog | None = None, *, capacity: int = 1024, gpus: int = 8):
+        self.catalog = catalog or default_catalog()
+        self._region_ix, self._zone_ix, self._rack_ix = _Interner(), _Interner(), _Interner()
+        self._model_ix = _Interner()
+        self._slot_of: dict[str, int] = {}
+        self._specs: list[NodeSpec | None] = []
+        self._free_slots: list[int] = []
+        self._held: dict[str, tuple[Assignment, ...]] = {}
+        self._node_jobs: dict[str, set[str]] = {}
+        self._region_slots: dict[int, np.ndarray] = {}
+        self._all_slots: np.ndarray | None = None
+        self.carbon = np.zeros(0)
+        self.kwh_price = np.zeros(0)
+        self.queue_depth: dict[str, int] = {}
+        self._alloc(max(1, capacity), max(1, gpus))
+
+    # ---- storage -------------------------------------------------------------------------
+    def _alloc(self, n: int, g: int) -> None:
+        self.active = np.zeros(n, bool)
+        self.node_ok = np.zeros(n, bool)
+        self.model = np.zeros(n, np.int32)
+        self.region = np.zeros(n, np.int32)
+        self.zone = np.zeros(n, np.int32)
+        self.rack = np.zeros(n, np.int32)
+        self.gpu_count = np.zeros(n, np.int32)
+        self.gpu_memory_mib = np.zeros(n, np.int64)
+        self.cpu_milli = np.zeros(n, np.int64)
+        self.memory_mib = np.zeros(n, np.int64)
+        self.price = np.zeros(n)
+        self.gpu_exists = np.zeros((n, g), bool)
+        self.gpu_ok = np.zeros((n, g), bool)
+        self.free_milli = np.zeros((n, g), np.int32)
+        self.perf = np.ones((n, g))
+        self.island = np.zeros((n, g), np.int32)
+        self.free_whole = np.zeros(n, np.int32)
+        self.max_share = np.zeros(n, np.int32)
+        self.island_free = np.zeros(n, np.int32)
+        self.healthy_count = np.zeros(n, np.int32)
+        self.free_milli_total = np.zeros(n, np.int64)
+        self.perf_mean = np.ones(n)
+
+    def _grow(self, n: int, g: int) -> None:
+        old = {
+            k: v
+            for k, v in vars(self).items()
+            if isinstance(v, np.ndarray) and k not in ("carbon", "kwh_price")
+        }
+        self._alloc(n, g)
+        for name, arr in old.items():
+            if arr.ndim == 1 and name != "_all_slots":
+                getattr(self, name)[: arr.shape[0]] = arr
+            elif arr.ndim == 2:
+                getattr(self, name)[: arr.shape[0], : arr.shape[1]] = arr
+        self._all_slots = None
+
+    def _new_slot(self, gpus: int) -> int:
+        n, g = self.active.shape[0], self.free_milli.shape[1]
+        if gpus > g:
+            self._grow(n, gpus)
+        if self._free_slots:
+            return self._free_slots.pop()
+        slot = len(self._specs)
+        if slot >= n:
+            self._grow(2 * n, max(g, gpus))
+        self._specs.append(None)
+        return slot
+
+    def _region_index(self, region: str) -> int:
+        idx = self._region_ix(region)
+        if idx >= self.carbon.shape[0]:
+            self.carbon = np.append(self.carbon, DEFAULT_CARBON_G_PER_KWH)
+            self.kwh_price = np.append(self.kwh_price, 0.0)
+        return idx
+
+    # ---- inventory -----------------------------------------------------------------------
+    def upsert_node(self, node: NodeSpec) -> None:
+        """Add a node or update its inventory; reservations on it are kept."""
+        slot = self._slot_of.get(node.node_id)
+        previous = self._specs[slot] if slot is not None else None
+        if slot is None:
+            slot = self._new_slot(node.gpu_count)
+            self._slot_of[node.node_id] = slot
+            self.node_ok[slot] = True
+        elif node.gpu_count > self.free_milli.shape[1]:
+            self._grow(self.active.shape[0], node.gpu_count)
+        self._specs[slot] = node
+        self.active[slot] = True
+        self.model[slot] = self._model_ix(self.catalog.canonical(node.gpu_model))
+        self.region[slot] = self._region_index(node.region)
+        self.zone[slot] = self._zone_ix((node.region, node.zone))
+        self.rack[slot] = self._rack_ix((node.region, node.zone, node.rack))
+        self.gpu_count[slot], self.gpu_memory_mib[slot] = node.gpu_count, node.gpu_memory_mib
+        self.cpu_milli[slot], self.memory_mib[slot] = node.cpu_milli, node.memory_mib
+        spec = self.catalog.get(node.gpu_model)
+        self.price[slot] = node.price_per_gpu_hour or (spec.price_per_gpu_hour if spec else 0.0)
+        if previous is None or previous.gpu_count != node.gpu_count:
+            self._reset_gpus(slot, node.gpu_count)
+        self.island[slot, : node.gpu_count] = _island_ids(node)
+        self._recount_free(node.node_id)
+        if previous is None or previous.region != node.region:
+            self._region_slots.clear()
+            self._all_slots = None
+
+    def _reset_gpus(self, slot: int, count: int) -> None:
+        self.gpu_exists[slot] = False
+        self.gpu_exists[slot, :count] = True
+        self.gpu_ok[slot] = self.gpu_exists[slot]
+        self.perf[slot] = 1.0
+
+    def _recount_free(self, node_id: str) -> None:
+        """Free milli of every GPU of a node = whole GPU minus what reservations hold."""
+        slot = self._slot_of[node_id]
+        free = np.where(self.gpu_exists[slot], FULL_GPU, 0).astype(np.int32)
+        g = free.shape[0]
+        for job_id in self._node_jobs.get(node_id, ()):
+            for a in self._held[job_id]:
+                if a.node_id == node_id:
+                    idx = [i for i in a.gpu_indices if i < g]
+                    free[idx] -= a.gpu_milli
+        self.free_milli[slot] = np.maximum(free, 0)
+        self._refresh(slot)
+
+    def _refresh(self, slot: int) -> None:
+        ok = self.gpu_exists[slot] & self.gpu_ok[slot]
+        free = self.free_milli[slot]
+        whole = ok & (free == FULL_GPU)
+        self.free_whole[slot] = int(whole.sum())
+        self.healthy_count[slot] = int(ok.sum())
+        self.free_milli_total[slot] = int(free[ok].sum())
+        self.max_share[slot] = int(free[ok].max()) if ok.any() else 0
+        islands = self.island[slot][whole]
+        self.island_free[slot] = int(np.bincount(islands).max()) if islands.size else 0
+        perf = self.perf[slot][self.gpu_exists[slot]]
+        self.perf_mean[slot] = float(perf.mean()) if perf.size else 1.0
+
+    def remove_node(self, node_id: str) -> None:
+        """Forget a node; reservations naming it stay until released (then no-ops there)."""
+        slot = self._slot_of.pop(node_id, None)
+        if slot is None:
+            return
+        self.active[slot] = False
+        self._specs[slot] = None
+        self._free_slots.append(slot)
+        self._region_slots.clear()
+        self._all_slots = None
+
+    def set_gpu_health(self, node_id: str, healthy: Sequence[bool]) -> None:
+        slot = self._slot(node_id)
+        count = min(len(healthy), int(self.gpu_count[slot]))
+        self.gpu_ok[slot, :count] = np.asarray(healthy[:count], bool)
+        self._refresh(slot)
+
+    def set_node_healthy(self, node_id: str, healthy: bool) -> None:
+        self.node_ok[self._slot(node_id)] = bool(healthy)
+
+    def set_perf_factor(self, node_id: str, factors: Sequence[float]) -> None:
+        """Measured speed over nominal, per GPU (1.0 nominal, 0.7 = throttled 30 %)."""
+        slot = self._slot(node_id)
+        count = min(len(factors), int(self.gpu_count[slot]))
+        self.perf[slot, :count] = np.clip(np.asarray(factors[:count], float), 0.0, 2.0)
+        self._refresh(slot)
+
+    def set_region_signal(
+        self,
+        region: str,
+        *,
+        carbon_g_per_kwh: float | None = None,
+        price_per_kwh: float | None = None,
+    ) -> None:
+        idx = self._region_index(region)
+        if carbon_g_per_kwh is not None:
+            self.carbon[idx] = carbon_g_per_kwh
+        if price_per_kwh is not None:
+            self.kwh_price[idx] = price_per_kwh
+
+    def set_queue_depth(self, region: str, depth: int) -> None:
+        self.queue_depth[region] = int(depth)
+
+    # ---- reservations --------------------------------------------------------------------
+    def reserve(self, job_id: str, assignments: Sequence[Assignment]) -> None:
+        """Hold GPUs for a job, all or nothing. Re-reserving the same placement is a no-op."""
+        assignments = tuple(assignments)
+        held = self._held.get(job_id)
+        if held is not None:
+            if held == assignments:
+                return
+            raise ReservationError(f"job {job_id} already holds a different reservation")
+        need = self._check(job_id, assignments)
+        for (slot, gpu), milli in need.items():
+            self.free_milli[slot, gpu] -= milli
+        self._held[job_id] = assignments
+        for a in assignments:
+            self._node_jobs.setdefault(a.node_id, set()).add(job_id)
+        for slot in {slot for slot, _ in need}:
+            self._refresh(slot)
+
+    def _check(
+        self, job_id: str, assignments: tuple[Assignment, ...]
+    ) -> dict[tuple[int, int], int]:
+        if not assignments:
+            raise ReservationError(f"job {job_id}: empty reservation")
+        need: dict[tuple[int, int], int] = {}
+        for a in assignments:
+            slot = self._slot_of.get(a.node_id)
+            if slot is None:
+                raise ReservationError(f"job {job_id}: unknown node {a.node_id}")
+            if not 0 < a.gpu_milli <= FULL_GPU or len(set(a.gpu_indices)) != len(a.gpu_indices):
+                raise ReservationError(f"job {job_id}: bad share or repeated GPU on {a.node_id}")
+            for gpu in a.gpu_indices:
+                if not 0 <= gpu < self.gpu_count[slot]:
+                    raise ReservationError(f"job {job_id}: no GPU {gpu} on {a.node_id}")
+                need[slot, gpu] = need.get((slot, gpu), 0) + a.gpu_milli
+        for (slot, gpu), milli in need.items():
+            if milli > self.free_milli[slot, gpu]:
+                node_id = self._specs[slot].node_id  # type: ignore[union-attr]
+                raise ReservationError(
+                    f"job {job_id}: GPU {gpu} of {node_id} has {self.free_milli[slot, gpu]} "
+                    f"milli free, {milli} requested"
+                )
+        return need
+
+    def release(self, job_id: str) -> bool:
+        """Give a job's GPUs back. Idempotent: False when nothing was held."""
+        assignments = self._held.pop(job_id, None)
+        if assignments is None:
+            return False
+        for node_id in {a.node_id for a in assignments}:
+            jobs = self._node_jobs.get(node_id)
+            if jobs is not None:
+                jobs.discard(job_id)
+            if node_id in self._slot_of:
+                self._recount_free(node_id)
+        return True
+
+    def reservation(self, job_id: str) -> tuple[Assignment, ...] | None:
+        return self._held.get(job_id)
+
+    # ---- reading -------------------------------------------------------------------------
+    def _slot(self, node_id: str) -> int:
+        try:
+            return self._slot_of[node_id]
+        except KeyError:
+            raise KeyError(f"unknown node {node_id!r}") from None
+
+    def slot_of(self, node_id: str) -> int:
+        return self._slot(node_id)
+
+    def spec(self, slot: int) -> NodeSpec:
+        node = self._specs[slot]
+        assert node is not None, f"slot {slot} is empty"
+        return node
+
+    def node(self, node_id: str) -> NodeSpec:
+        return self.spec(self._slot(node_id))
+
+    def slots(self, region: str | None = None) -> np.ndarray:
+        """Slots of live nodes (in one region), cached until membership changes."""
+        if region is None:
+            if self._all_slots is None:
+                self._all_slots = np.flatnonzero(self.active[: len(self._specs)])
+            return self._all_slots
+        idx = self._region_ix.index.get(region)
+        if idx is None:
+            return np.zeros(0, np.intp)
+        cached = self._region_slots.get(idx)
+        if cached is None:
+            mask = self.active[: len(self._specs)] & (self.region[: len(self._specs)] == idx)
+            cached = self._region_slots[idx] = np.flatnonzero(mask)
+        return cached
+
+    @property
+    def nodes(self) -> Iterator[NodeSpec]:
+        return (n for n in self._specs if n is not None)
+
+    @property
+    def regions(self) -> tuple[str, ...]:
+        return self._region_ix.labels
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """GPU model names by model index (catalogue names where known)."""
+        return self._model_ix.labels
+
+    @property
+    def jobs(self) -> Mapping[str, tuple[Assignment, ...]]:
+        return MappingProxyType(self._held)
+
+    def region_name(self, idx: int) -> str:
+        return str(self._region_ix.names[idx])
+
+    def region_index(self, region: str) -> int | None:
+        return self._region_ix.index.get(region)
+
+    def gpu_free_milli(self, node_id: str) -> tuple[int, ...]:
+        slot = self._slot(node_id)
+        return tuple(int(x) for x in self.free_milli[slot, : self.gpu_count[slot]])
+
+    def free_gpus(self, region: str | None = None) -> dict[str, int]:
+        """Whole free healthy GPUs by model, on healthy nodes."""
+        slots = self.slots(region)
+        slots = slots[self.node_ok[slots]]
+        counts = np.bincount(self.model[slots], weights=self.free_whole[slots])
+        return {self.models[i]: int(c) for i, c in enumerate(counts) if c > 0}
+
+    def region_views(self) -> dict[str, RegionView]:
+        from scorer.views import region_views  # keeps this module about storage
+
+        return region_views(self)

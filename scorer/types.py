@@ -1,0 +1,156 @@
+"""Domain types of the decision core: what a job asks for, what a node offers, what was decided.
+
+Field names of `JobSpec` and `NodeSpec` equal the Avro `JobSubmitted` / `NodeInventory` fields,
+so the edge converts with `JobSpec(**fields)`; lists from Avro are frozen into tuples here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = [
+    "KINDS",
+    "PRECISIONS",
+    "Assignment",
+    "JobSpec",
+    "NodeSpec",
+    "PlacementResult",
+    "RegionView",
+]
+
+KINDS = ("TRAINING", "INFERENCE", "BATCH", "NOTEBOOK")
+PRECISIONS = ("FP32", "TF32", "BF16", "FP16", "FP8", "INT8")
+
+_EMPTY: Mapping[str, float] = MappingProxyType({})
+
+
+def _freeze(obj: object, name: str, value: object) -> None:
+    # frozen dataclasses only allow this route to normalise a field after construction
+    object.__setattr__(obj, name, value)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A workload asking for GPUs (mirrors Avro `JobSubmitted`)."""
+
+    job_id: str
+    tenant: str = "default"
+    kind: str = "BATCH"
+    model_family: str = ""
+    job_type: str = ""
+    params_b: float = 0.0
+    precision: str = "FP32"
+    data_parallel: int = 1
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    gpu_count: int = 1
+    gpu_milli: int = 1000
+    min_gpu_memory_mib: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    allowed_gpu_models: tuple[str, ...] = ()
+    allowed_regions: tuple[str, ...] = ()
+    cross_region_ok: bool = False
+    data_region: str | None = None
+    priority: int = 0
+    preemptible: bool = True
+    checkpoint_interval_s: int = 0
+    deferrable_until_ts: int | None = None
+    budget_usd: float | None = None
+    cost_speed_preference: float = 0.5
+    expected_duration_s: float | None = None
+    reference_gpu_model: str | None = None
+    total_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        _freeze(self, "allowed_gpu_models", tuple(self.allowed_gpu_models))
+        _freeze(self, "allowed_regions", tuple(self.allowed_regions))
+        _freeze(self, "kind", str(self.kind).upper())
+        _freeze(self, "precision", str(self.precision).upper())
+        if self.gpu_count < 1:
+            raise ValueError(f"job {self.job_id}: gpu_count must be >= 1, got {self.gpu_count}")
+        if not 0 < self.gpu_milli <= 1000:
+            raise ValueError(f"job {self.job_id}: gpu_milli must be in 1..1000")
+        if self.gpu_milli < 1000 and self.gpu_count != 1:
+            raise ValueError(f"job {self.job_id}: a GPU share (gpu_milli<1000) needs gpu_count 1")
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs one model replica is split over (tensor x pipeline)."""
+        return max(1, self.tensor_parallel) * max(1, self.pipeline_parallel)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A GPU server's inventory (mirrors Avro `NodeInventory`)."""
+
+    node_id: str
+    region: str
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_mib: int
+    zone: str = ""
+    rack: str = ""
+    cloud: str = ""
+    interconnect: str = "pcie"
+    nvlink_islands: tuple[tuple[int, ...], ...] = ()
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    price_per_gpu_hour: float = 0.0
+
+    def __post_init__(self) -> None:
+        islands = tuple(tuple(int(g) for g in island) for island in self.nvlink_islands)
+        _freeze(self, "nvlink_islands", islands)
+        if self.gpu_count < 0:
+            raise ValueError(f"node {self.node_id}: gpu_count must be >= 0")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """GPUs of one node given to a job; `gpu_milli` is the share of each listed GPU."""
+
+    node_id: str
+    gpu_indices: tuple[int, ...]
+    gpu_milli: int = 1000
+
+    def __post_init__(self) -> None:
+        _freeze(self, "gpu_indices", tuple(int(g) for g in self.gpu_indices))
+
+
+@dataclass(frozen=True)
+class RegionView:
+    """What the router knows about one region (a `RegionSummary`, decoded)."""
+
+    region: str
+    free_gpus: Mapping[str, int] = field(default_factory=dict)  # whole free healthy GPUs by model
+    largest_free_block: Mapping[str, int] = field(default_factory=dict)  # most on one node
+    total_gpus: Mapping[str, int] = field(default_factory=dict)
+    price_per_gpu_hour: Mapping[str, float] = field(default_factory=dict)  # cheapest by model
+    queue_depth: int = 0
+    carbon_g_per_kwh: float | None = None
+    price_per_kwh: float | None = None
+
+
+@dataclass(frozen=True)
+class PlacementResult:
+    """The placer's proposal; the caller reserves it (policy vs mechanism)."""
+
+    placed: bool
+    assignments: tuple[Assignment, ...] = ()
+    region: str | None = None
+    gpu_model: str | None = None
+    score: float = 0.0
+    breakdown: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    expected_throughput: float | None = None
+    expected_duration_s: float | None = None
+    price_per_hour: float | None = None
+    refusals: Mapping[str, int] = field(default_factory=dict)
+    reasons: tuple[str, ...] = ()
+    never_fits: bool = False
+
+    @property
+    def gpu_total(self) -> int:
+        """GPUs (or GPU shares) held by the placement."""
+        return sum(len(a.gpu_indices) for a in self.assignments)

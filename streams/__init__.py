@@ -1,0 +1,1 @@
+"""gpuflow streams package."""

@@ -1,0 +1,181 @@
+"""The Faust app: topics declared once, thin agents (decode -> scheduler -> emit), timers.
+
+Run it with `python -m streams` (or `gpuflow up`, which starts it for you).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import faust
+
+from infra.config import Config
+from infra.topics import (
+    GRID_SIGNALS,
+    JOBS_EVENTS,
+    JOBS_ROUTED,
+    JOBS_SUBMITTED,
+    NODE_INVENTORY,
+    NODE_TELEMETRY,
+    TOPICS,
+)
+from schemas import make_codec
+from scorer import ClusterState, Placer
+from streams.runtime import Runtime
+from streams.scheduling import Scheduler
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+
+def _faust_app(config: Config) -> faust.App:
+    kafka, worker = config.kafka, config.worker
+    return faust.App(
+        worker.app_id,
+        broker=[f"kafka://{s}" for s in kafka.bootstrap_servers.split(",")],
+        broker_credentials=_credentials(kafka.client),
+        # The embedded broker cannot do exactly-once (aiokafka InitProducerId fails there):
+        # processing is at-least-once and every decision is idempotent.
+        processing_guarantee="at_least_once",
+        broker_session_timeout=kafka.session_timeout_s,
+        broker_heartbeat_interval=max(1.0, kafka.session_timeout_s / 3),
+        topic_partitions=kafka.partitions,
+        topic_replication_factor=kafka.replication_factor,
+        store="memory://",
+        datadir=str(config.data_dir / "faust"),
+        web_enabled=True,
+        web_host=worker.web_host,
+        web_port=worker.web_port,
+        web_in_thread=False,
+        producer_linger_ms=1,
+        broker_commit_interval=1.0,
+        stream_wait_empty=False,
+    )
+
+
+def _credentials(client: Any) -> Any:
+    """SASL/SSL settings from the pass-through librdkafka keys, in Faust's terms."""
+    protocol = str(client.get("security.protocol", "")).upper()
+    if protocol.startswith("SASL"):
+        return faust.SASLCredentials(
+            username=client.get("sasl.username"),
+            password=client.get("sasl.password"),
+            mechanism=client.get("sasl.mechanism", "PLAIN"),
+            ssl_context=_ssl(client) if protocol == "SASL_SSL" else None,
+        )
+    if protocol == "SSL":
+        return faust.SSLCredentials(_ssl(client))
+    return None
+
+
+def _ssl(client: Any) -> Any:
+    import ssl
+
+    return ssl.create_default_context(cafile=client.get("ssl.ca.location"))
+
+
+def create_app(config: Config) -> tuple[faust.App, Runtime]:
+    """A configured worker app and the runtime its agents share."""
+    app = _faust_app(config)
+    raw = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+    topics = {
+        spec.name: app.topic(spec.name, partitions=config.kafka.partitions, **raw)  # type: ignore[arg-type]
+        for spec in TOPICS
+    }
+    tables = {
+        name: app.Table(f"{name}", default=None, partitions=config.kafka.partitions)
+        for name in ("reservations", "queue", "nodes")
+    }
+    state = ClusterState()
+    scheduler = Scheduler(
+        state,
+        Placer(state),
+        reservations=tables["reservations"],
+        queue=tables["queue"],
+        nodes=tables["nodes"],
+        partitions=config.kafka.partitions,
+    )
+    rt = Runtime(config, make_codec(config.kafka.schema_registry_url or None), scheduler)
+    rt.topics = topics
+
+    def mark_dirty(*_: Any, **__: Any) -> None:
+        rt.dirty = True
+
+    for table in tables.values():
+        table.on_recover(_async(mark_dirty))
+    _register_agents(app, rt, topics)
+    _register_timers(app, rt)
+    return app, rt
+
+
+def _async(fn: Any) -> Any:
+    async def wrapper(*args: Any, **kwargs: Any) -> None:
+        fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> None:
+    @app.agent(topics[JOBS_SUBMITTED], name="gpuflow.router")
+    async def router(stream: Any) -> None:
+        async for event in stream.events():
+            started = time.perf_counter_ns()
+            record = await rt.decode(event, "JobSubmitted", "router")
+            if record is None:
+                continue
+            await rt.ensure_ready()
+            await rt.send_all(rt.scheduler.route(record, started_ns=started))
+
+    @app.agent(topics[JOBS_ROUTED], name="gpuflow.placer")
+    async def placer(stream: Any) -> None:
+        async for event in stream.events():
+            started = time.perf_counter_ns()
+            record = await rt.decode(event, "RoutedJob", "placer")
+            if record is None:
+                continue
+            await rt.ensure_ready()
+            await rt.send_all(rt.scheduler.place(record, started_ns=started))
+
+    @app.agent(topics[JOBS_EVENTS], name="gpuflow.lifecycle")
+    async def lifecycle(stream: Any) -> None:
+        async for event in stream.events():
+            record = await rt.decode(event, "JobEvent", "lifecycle")
+            if record is None:
+                continue
+            await rt.ensure_ready()
+            await rt.send_all(rt.scheduler.on_job_event(record))
+
+    @app.agent(topics[NODE_INVENTORY], name="gpuflow.inventory")
+    async def inventory(stream: Any) -> None:
+        async for event in stream.events():
+            record = await rt.decode(event, "NodeInventory", "inventory")
+            if record is not None:
+                await rt.ensure_ready(fleet=False)
+                await rt.send_all(rt.fleet.on_inventory(record))
+            rt.inventory_seen[event.message.partition] = event.message.offset
+
+    @app.agent(topics[NODE_TELEMETRY], name="gpuflow.telemetry")
+    async def telemetry(stream: Any) -> None:
+        async for event in stream.events():
+            record = await rt.decode(event, "NodeTelemetry", "telemetry")
+            if record is not None:
+                await rt.ensure_ready(fleet=False)
+                await rt.send_all(rt.fleet.on_telemetry(record))
+
+    @app.agent(topics[GRID_SIGNALS], name="gpuflow.grid")
+    async def grid(stream: Any) -> None:
+        async for event in stream.events():
+            record = await rt.decode(event, "GridSignal", "grid")
+            if record is not None:
+                rt.fleet.on_grid(record)
+
+
+def _register_timers(app: faust.App, rt: Runtime) -> None:
+    @app.timer(rt.config.worker.summary_interval_s)
+    async def summarise() -> None:
+        if rt._ready.is_set():
+            rt.fleet.mark_stale()
+            await rt.send_all(rt.fleet.summaries())

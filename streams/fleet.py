@@ -1,0 +1,124 @@
+"""Fleet state from node events: inventory, telemetry, stale nodes, windowed region summaries."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.topics import REGION_STATE
+from streams.convert import node_spec
+from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
+from streams.scheduling import Scheduler
+
+__all__ = ["FleetTracker"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Window:
+    """Utilisation samples of one region since the last summary."""
+
+    util_sum: float = 0.0
+    samples: int = 0
+    start_ms: int = field(default_factory=now_ms)
+
+
+class FleetTracker:
+    """Applies node events to the scheduler's arrays and summarises regions per window."""
+
+    def __init__(self, scheduler: Scheduler, *, stale_after_s: float) -> None:
+        self.s = scheduler
+        self.stale_after_s = stale_after_s
+        self.stale: set[str] = set()
+        self._windows: dict[str, _Window] = {}
+        self._carbon: dict[str, float] = {}
+
+    def on_inventory(self, record: Mapping[str, Any]) -> list[Outgoing]:
+        node_id = record["node_id"]
+        self.s.nodes[node_id] = dict(record)
+        self.s.state.upsert_node(node_spec(record))
+        self.s.last_seen[node_id] = time.monotonic()
+        return self.s.retry_queue(record["region"]) if self.s.queued_in(record["region"]) else []
+
+    def on_telemetry(self, record: Mapping[str, Any]) -> list[Outgoing]:
+        node_id = record["node_id"]
+        if node_id not in self.s.nodes:
+            return []  # telemetry before inventory: nothing to attach it to yet
+        self.s.last_seen[node_id] = time.monotonic()
+        gpus = record.get("gpus") or []
+        was_stale = node_id in self.stale
+        self.stale.discard(node_id)
+        state = self.s.state
+        if gpus:
+            self._apply_gpus(node_id, gpus)
+        state.set_node_healthy(node_id, bool(record.get("node_healthy", True)))
+        if gpus:
+            window = self._windows.setdefault(record["region"], _Window())
+            window.util_sum += sum(float(g["util_pct"]) for g in gpus) / len(gpus)
+            window.samples += 1
+        region = record["region"]
+        if was_stale and self.s.queued_in(region):
+            return self.s.retry_queue(region)
+        return []
+
+    def _apply_gpus(self, node_id: str, gpus: list[dict[str, Any]]) -> None:
+        """Patch per-GPU health and speed; a delta report carries only the GPUs that changed."""
+        state = self.s.state
+        slot = state.slot_of(node_id)
+        count = int(state.gpu_count[slot])
+        healthy = state.gpu_ok[slot, :count].copy()
+        perf = state.perf[slot, :count].copy()
+        for g in gpus:
+            if 0 <= g["index"] < count:
+                healthy[g["index"]] = bool(g["healthy"])
+                perf[g["index"]] = float(g["perf_factor"])
+        state.set_gpu_health(node_id, healthy.tolist())
+        state.set_perf_factor(node_id, perf.tolist())
+
+    def on_grid(self, record: Mapping[str, Any]) -> None:
+        self._carbon[record["region"]] = float(record["carbon_g_per_kwh"])
+        self.s.state.set_region_signal(
+            record["region"],
+            carbon_g_per_kwh=float(record["carbon_g_per_kwh"]),
+            price_per_kwh=float(record["price_per_kwh"]),
+        )
+
+    def mark_stale(self) -> list[str]:
+        """Nodes whose heartbeat is older than `stale_after_s` stop taking work."""
+        cutoff = time.monotonic() - self.stale_after_s
+        newly = [n for n, seen in self.s.last_seen.items() if seen < cutoff and n not in self.stale]
+        for node_id in newly:
+            self.stale.add(node_id)
+            self.s.state.set_node_healthy(node_id, False)
+            log.warning("node stale node_id=%s after_s=%.1f", node_id, self.stale_after_s)
+        return newly
+
+    def summaries(self) -> list[Outgoing]:
+        """One RegionSummary per region known to this worker, closing the current window."""
+        end = now_ms()
+        out = []
+        for region, view in self.s.state.region_views().items():
+            window = self._windows.pop(region, _Window(start_ms=end))
+            slots = self.s.state.slots(region)
+            healthy = int(self.s.state.node_ok[slots].sum()) if len(slots) else 0
+            prices = list(view.price_per_gpu_hour.values())
+            record = {
+                "event_id": new_event_id(), "ts": end, "region": region,
+                "window_start": window.start_ms, "window_end": end,
+                "nodes": len(slots), "healthy_nodes": healthy,
+                "total_gpus_by_model": dict(view.total_gpus),
+                "free_gpus_by_model": dict(view.free_gpus),
+                "max_free_per_node_by_model": dict(view.largest_free_block),
+                "util_mean": window.util_sum / window.samples if window.samples else 0.0,
+                "queue_depth": self.s.queued_in(region),
+                "price_per_gpu_hour_mean": sum(prices) / len(prices) if prices else 0.0,
+                "carbon_g_per_kwh": self._carbon.get(region, view.carbon_g_per_kwh or 0.0),
+            }  # fmt: skip
+            self.s.state.set_queue_depth(region, record["queue_depth"])
+            out.append(outgoing(REGION_STATE, region, record, region=region,
+                                partitions=self.s.partitions))  # fmt: skip
+        return out

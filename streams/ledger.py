@@ -1,0 +1,63 @@
+"""The decision log as the source of truth for which jobs are already decided.
+
+At start the worker reads `gpuflow.decisions.placement` from the beginning to its end and keeps
+each job's final decision (PLACED or REJECTED). A crash between "decision produced" and "table
+updated" (or the other way round) is then healed by `Scheduler.rebuild`, so a replay after a
+crash neither decides a job twice nor loses a decision.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+from infra.config import KafkaConfig
+from infra.kafka import consumer
+from infra.topics import DECISIONS_PLACEMENT
+from schemas import Codec, DecodeError
+
+__all__ = ["read_final_decisions"]
+
+log = logging.getLogger(__name__)
+
+_FINAL = ("PLACED", "REJECTED")
+
+
+def read_final_decisions(
+    kafka: KafkaConfig, codec: Codec, *, topic: str = DECISIONS_PLACEMENT, timeout_s: float = 60.0
+) -> dict[str, dict[str, Any]]:
+    """job_id -> its last final PlacementDecision record, read from the whole topic."""
+    c = consumer(kafka, group_id=f"gpuflow-ledger-{time.monotonic_ns()}", **{"enable.partition.eof": True})
+    started = time.monotonic()
+    try:
+        meta = c.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return {}
+        parts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
+        ends = {p.partition: c.get_watermark_offsets(p, timeout=10)[1] for p in parts}
+        pending = {p for p, end in ends.items() if end > 0}
+        c.assign(parts)
+        found: dict[str, dict[str, Any]] = {}
+        while pending:
+            if time.monotonic() - started > timeout_s:
+                raise TimeoutError(f"decision log not read within {timeout_s}s")
+            for msg in c.consume(10_000, timeout=0.5):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                    continue
+                if msg.offset() + 1 >= ends.get(msg.partition(), 0):
+                    pending.discard(msg.partition())
+                try:
+                    _, record = codec.decode(msg.value(), topic=topic)
+                except DecodeError:
+                    continue  # not ours to judge here; its producer dead-lettered nothing
+                if record.get("outcome") in _FINAL:
+                    found[record["job_id"]] = record
+        log.info("ledger read final=%d in_s=%.2f", len(found), time.monotonic() - started)
+        return found
+    finally:
+        c.close()

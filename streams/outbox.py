@@ -1,0 +1,50 @@
+"""Messages a processor decided to send, returned by the scheduling logic and sent by the agent.
+
+Keeping the logic free of Faust lets unit tests run it against plain dicts, and lets the agent
+send everything one event produced in one place.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from infra.topics import TOPICS, region_partition
+
+__all__ = ["Outgoing", "new_event_id", "now_ms", "outgoing"]
+
+_EVENT_OF = {t.name: t.event for t in TOPICS}
+_REGION_KEYED = {t.name for t in TOPICS if t.region_keyed}
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    topic: str
+    event: str  # Avro event name
+    key: str
+    record: Mapping[str, Any]
+    partition: int | None = None
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_event_id(*parts: str) -> str:
+    """A fresh id, or a deterministic one when `parts` name the event (replays reuse it)."""
+    if parts:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, "gpuflow:" + ":".join(parts)))
+    return str(uuid.uuid4())
+
+
+def outgoing(
+    topic: str, key: str, record: Mapping[str, Any], *, region: str | None, partitions: int
+) -> Outgoing:
+    """An outgoing message, placed on its region's partition when the topic is region-keyed."""
+    partition = None
+    if topic in _REGION_KEYED:
+        partition = region_partition(region or "", partitions)
+    return Outgoing(topic, _EVENT_OF[topic], key, record, partition)

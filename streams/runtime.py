@@ -1,0 +1,134 @@
+"""Process-local runtime of one worker: codec, scheduler, readiness gate and the send path."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from infra.config import Config
+from infra.kafka import consumer
+from infra.topics import DEADLETTER, NODE_INVENTORY
+from schemas import Codec, CodecError
+from streams.fleet import FleetTracker
+from streams.ledger import read_final_decisions
+from streams.outbox import Outgoing, new_event_id, now_ms
+from streams.scheduling import Scheduler
+
+__all__ = ["Runtime"]
+
+log = logging.getLogger(__name__)
+
+
+class Runtime:
+    """What every agent of this worker shares."""
+
+    def __init__(self, config: Config, codec: Codec, scheduler: Scheduler) -> None:
+        self.config = config
+        self.codec = codec
+        self.scheduler = scheduler
+        self.fleet = FleetTracker(scheduler, stale_after_s=config.worker.stale_after_s)
+        self.topics: dict[str, Any] = {}  # topic name -> faust topic
+        self._ready = asyncio.Event()
+        self._fleet_caught_up = asyncio.Event()
+        self._preparing: asyncio.Task[None] | None = None
+        self._inventory_targets: dict[int, int] = {}
+        self.inventory_seen: dict[int, int] = {}
+        self.dirty = False
+
+    # -- readiness ----------------------------------------------------------------------------
+
+    async def ensure_ready(self, *, fleet: bool = True) -> None:
+        """Rebuild state once (and after each recovery); optionally wait for inventory catch-up."""
+        if self.dirty:
+            self.dirty = False
+            self._ready.clear()
+            self._preparing = None
+        if not self._ready.is_set():
+            if self._preparing is None:
+                self._preparing = asyncio.ensure_future(self._prepare())
+            await asyncio.shield(self._preparing)
+        if fleet and not self._fleet_caught_up.is_set():
+            await self._wait_for_inventory(timeout_s=30.0)
+
+    async def _prepare(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        logged = await loop.run_in_executor(
+            None, read_final_decisions, self.config.kafka, self.codec
+        )
+        self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends)
+        self.scheduler.rebuild(logged)
+        self._ready.set()
+        log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
+
+    def _inventory_ends(self) -> dict[int, int]:
+        c = consumer(self.config.kafka, group_id=f"gpuflow-probe-{time.monotonic_ns()}")
+        try:
+            meta = c.list_topics(NODE_INVENTORY, timeout=10).topics[NODE_INVENTORY]
+            return {
+                p: c.get_watermark_offsets(TopicPartition(NODE_INVENTORY, p), timeout=10)[1]
+                for p in meta.partitions
+            }
+        finally:
+            c.close()
+
+    def inventory_caught_up(self) -> bool:
+        return all(
+            self.inventory_seen.get(p, -1) + 1 >= end
+            for p, end in self._inventory_targets.items()
+            if end > 0
+        )
+
+    async def _wait_for_inventory(self, timeout_s: float) -> None:
+        # Deciding before the fleet is known would reject jobs that fit: wait, bounded.
+        deadline = time.monotonic() + timeout_s
+        while not self.inventory_caught_up() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if not self.inventory_caught_up():
+            log.warning("inventory not caught up after %.0fs; deciding anyway", timeout_s)
+        self._fleet_caught_up.set()
+
+    # -- sending ------------------------------------------------------------------------------
+
+    async def send_all(self, messages: Iterable[Outgoing]) -> None:
+        for msg in messages:
+            value = self.codec.encode(msg.event, msg.record, topic=msg.topic)
+            await self.topics[msg.topic].send(
+                key=msg.key.encode(), value=value, partition=msg.partition
+            )
+
+    async def dead_letter(self, message: Any, error: Exception | str, consumer_name: str) -> None:
+        """Park bytes we cannot use, with why and where they came from; the stream goes on."""
+        record = {
+            "event_id": new_event_id(), "ts": now_ms(), "source_topic": message.topic,
+            "partition": int(message.partition), "offset": int(message.offset),
+            "key": message.key if isinstance(message.key, bytes) else None,
+            "value": message.value if isinstance(message.value, bytes) else None,
+            "error": str(error)[:2000], "consumer": consumer_name,
+        }  # fmt: skip
+        log.warning("dead letter topic=%s partition=%s offset=%s consumer=%s error=%s",
+                    message.topic, message.partition, message.offset, consumer_name, error)  # fmt: skip
+        try:
+            value = self.codec.encode("DeadLetter", record, topic=DEADLETTER)
+        except CodecError:
+            log.exception("cannot encode dead letter")
+            return
+        await self.topics[DEADLETTER].send(key=message.key, value=value)
+
+    async def decode(self, event: Any, expected: str, consumer_name: str) -> dict[str, Any] | None:
+        """The event's record, or None after dead-lettering it."""
+        message = event.message
+        try:
+            name, record = self.codec.decode(message.value, topic=message.topic)
+        except CodecError as exc:
+            await self.dead_letter(message, exc, consumer_name)
+            return None
+        if name != expected:
+            await self.dead_letter(message, f"expected {expected}, got {name}", consumer_name)
+            return None
+        return record

@@ -1,0 +1,253 @@
+"""The worker's scheduling logic: route, place, queue, release. No Faust in here.
+
+Policy lives in `scorer/` (what to decide); this module is the mechanism (reserve, record,
+emit, retry). Every method takes a decoded record and returns the messages to send, so the
+Faust agents stay thin and unit tests run this against plain dicts.
+
+Durable state is three changelog-backed tables, written only from region-partitioned events
+so each entry lands in its region's changelog partition:
+  reservations: job_id -> {region, assignments, gpu_model, released}
+  queue:        job_id -> RoutedJob record waiting for capacity
+  nodes:        node_id -> latest NodeInventory record
+Idempotence: a job with a final decision (PLACED or REJECTED) is never decided again; the set
+of final jobs is rebuilt at start from the decision log itself (`streams.ledger`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
+
+from infra.jobspec import job_problems
+from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
+from scorer import ClusterState, Placer, PlacementResult, ReservationError, rank_regions
+from streams.convert import decision_record, job_spec, node_spec, parse_assignments
+from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
+
+__all__ = ["Scheduler"]
+
+log = logging.getLogger(__name__)
+
+
+def _merge_counts(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = out.get(key, 0) + int(value)
+    return out
+
+
+class Scheduler:
+    """One worker's view of the fleet and its decisions."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        placer: Placer,
+        *,
+        reservations: MutableMapping[str, Any],
+        queue: MutableMapping[str, Any],
+        nodes: MutableMapping[str, Any],
+        partitions: int,
+    ) -> None:
+        self.state = state
+        self.placer = placer
+        self.reservations = reservations
+        self.queue = queue
+        self.nodes = nodes
+        self.partitions = partitions
+        self.final: set[str] = set()
+        self.last_seen: dict[str, float] = {}
+
+    # -- recovery -----------------------------------------------------------------------------
+
+    def rebuild(self, logged: Mapping[str, Mapping[str, Any]]) -> None:
+        """Rebuild the arrays from the tables, reconciled with the decision log.
+
+        `logged` maps job_id -> its final PlacementDecision as found in the log. A reservation
+        without a logged decision was never announced: drop it (its job replays). A logged
+        placement missing from the table was announced but not recorded: record it.
+        """
+        for record in self.nodes.values():
+            self.state.upsert_node(node_spec(record))
+            self.last_seen.setdefault(record["node_id"], time.monotonic())
+        self.final = set(logged)
+        for job_id, entry in list(self.reservations.items()):
+            if job_id not in logged:
+                del self.reservations[job_id]
+            elif not entry.get("released"):
+                self._reserve_quietly(job_id, entry["assignments"])
+        for job_id, decision in logged.items():
+            if decision["outcome"] == "PLACED" and job_id not in self.reservations:
+                entry = {"region": decision["region"], "assignments": decision["assignments"],
+                         "gpu_model": decision.get("gpu_model"), "released": False}  # fmt: skip
+                self.reservations[job_id] = entry
+                self._reserve_quietly(job_id, entry["assignments"])
+        for job_id in [j for j in self.queue if j in self.final]:
+            del self.queue[job_id]
+        log.info("rebuilt nodes=%d final=%d held=%d queued=%d", len(self.nodes),
+                 len(self.final), len(self.state.jobs), len(self.queue))  # fmt: skip
+
+    def _reserve_quietly(self, job_id: str, assignments: Any) -> None:
+        try:
+            self.state.reserve(job_id, parse_assignments(assignments))
+        except (ReservationError, KeyError) as exc:
+            log.warning("cannot restore reservation job_id=%s: %s", job_id, exc)
+
+    # -- routing ------------------------------------------------------------------------------
+
+    def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
+        """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
+        job_id = job["job_id"]
+        if job_id in self.final:
+            return []
+        submitted_ts = int(job["ts"])
+        problems = job_problems(job)
+        if problems:
+            return [self._final(job, "REJECTED", None, submitted_ts, 1, started_ns,
+                                reasons=[f"invalid job spec: {p}" for p in problems])]  # fmt: skip
+        ranked = rank_regions(job_spec(job), self.state.region_views())
+        if not ranked:
+            allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
+            return [self._final(job, "REJECTED", None, submitted_ts, 1, started_ns,
+                                reasons=[f"no known region satisfies allowed_regions={allowed}"])]
+        regions = [r for r, _ in ranked]
+        routed = {
+            "event_id": new_event_id(), "ts": now_ms(), "job": dict(job),
+            "submitted_ts": submitted_ts, "region": regions[0], "candidates": regions[1:],
+            "attempt": 1, "region_score": float(ranked[0][1]), "refusals": {},
+            "queue_region": None, "worker_us": _us_since(started_ns),
+        }  # fmt: skip
+        return [self._routed(routed)]
+
+    def _routed(self, routed: dict[str, Any]) -> Outgoing:
+        return outgoing(JOBS_ROUTED, routed["job"]["job_id"], routed,
+                        region=routed["region"], partitions=self.partitions)  # fmt: skip
+
+    # -- placement ----------------------------------------------------------------------------
+
+    def place(self, routed: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
+        """Regional choice for a RoutedJob; spill over, queue or reject when refused."""
+        job = routed["job"]
+        job_id, region = job["job_id"], routed["region"]
+        if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
+            return []
+        result = self.placer.place(job_spec(job), region)
+        if result.placed:
+            placed = self._commit(routed, result, started_ns)
+            if placed is not None:
+                return [placed]
+        return self._refused(routed, result, started_ns)
+
+    def _commit(
+        self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
+    ) -> Outgoing | None:
+        job = routed["job"]
+        job_id = job["job_id"]
+        try:
+            self.state.reserve(job_id, result.assignments)
+        except ReservationError as exc:  # the scorer proposed something no longer free
+            log.error("reservation refused job_id=%s: %s", job_id, exc)
+            return None
+        record = decision_record(
+            job, "PLACED", event_id=new_event_id(job_id, "final"), ts=now_ms(),
+            submitted_ts=int(routed["submitted_ts"]), attempt=int(routed["attempt"]),
+            worker_us=int(routed.get("worker_us", 0)) + _us_since(started_ns), result=result,
+        )  # fmt: skip
+        self.reservations[job_id] = {"region": record["region"],
+                                     "assignments": record["assignments"],
+                                     "gpu_model": record["gpu_model"], "released": False}  # fmt: skip
+        self.queue.pop(job_id, None)
+        self.final.add(job_id)
+        return outgoing(DECISIONS_PLACEMENT, job_id, record, region=record["region"],
+                        partitions=self.partitions)  # fmt: skip
+
+    def _refused(
+        self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
+    ) -> list[Outgoing]:
+        job, region = routed["job"], routed["region"]
+        refusals = _merge_counts(routed.get("refusals") or {}, result.refusals)
+        queue_region = routed.get("queue_region") or (None if result.never_fits else region)
+        worker_us = int(routed.get("worker_us", 0)) + _us_since(started_ns)
+        candidates = list(routed.get("candidates") or ())
+        if routed.get("_retry"):
+            return []  # still no room; stays queued
+        if candidates or (queue_region and queue_region != region):
+            nxt = candidates[0] if candidates else queue_region
+            forwarded = {**routed, "event_id": new_event_id(), "ts": now_ms(), "region": nxt,
+                         "candidates": candidates[1:], "attempt": int(routed["attempt"]) + 1,
+                         "refusals": refusals, "queue_region": queue_region,
+                         "worker_us": worker_us}  # fmt: skip
+            return [self._routed(forwarded)]
+        submitted_ts, attempt = int(routed["submitted_ts"]), int(routed["attempt"])
+        if queue_region == region:
+            self.queue[job["job_id"]] = {**routed, "refusals": refusals, "queued_ts": now_ms()}
+            record = decision_record(
+                job, "QUEUED", event_id=new_event_id(job["job_id"], "queued"), ts=now_ms(),
+                submitted_ts=submitted_ts, attempt=attempt, worker_us=worker_us, region=region,
+                reasons=["no free capacity now; waiting in the region queue"], refusals=refusals,
+            )  # fmt: skip
+            return [outgoing(DECISIONS_PLACEMENT, job["job_id"], record, region=region,
+                             partitions=self.partitions)]  # fmt: skip
+        reasons = list(result.reasons) or ["no node in any allowed region can ever host this job"]
+        return [self._final(job, "REJECTED", region, submitted_ts, attempt, started_ns,
+                            reasons=reasons, refusals=refusals, worker_us=worker_us)]  # fmt: skip
+
+    def _final(
+        self,
+        job: Mapping[str, Any],
+        outcome: str,
+        region: str | None,
+        submitted_ts: int,
+        attempt: int,
+        started_ns: int,
+        *,
+        reasons: list[str],
+        refusals: Mapping[str, int] | None = None,
+        worker_us: int | None = None,
+    ) -> Outgoing:
+        job_id = job["job_id"]
+        self.final.add(job_id)
+        record = decision_record(
+            job, outcome, event_id=new_event_id(job_id, "final"), ts=now_ms(),
+            submitted_ts=submitted_ts, attempt=attempt,
+            worker_us=_us_since(started_ns) if worker_us is None else worker_us,
+            region=region, reasons=reasons, refusals=refusals,
+        )  # fmt: skip
+        return outgoing(DECISIONS_PLACEMENT, job_id, record, region=region,
+                        partitions=self.partitions)  # fmt: skip
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def on_job_event(self, event: Mapping[str, Any]) -> list[Outgoing]:
+        """Release GPUs when a job ends; then try the region's queue."""
+        if event["type"] not in ("FINISHED", "FAILED", "EVICTED"):
+            return []
+        job_id = event["job_id"]
+        entry = self.reservations.get(job_id)
+        if entry is None or entry.get("released"):
+            self.state.release(job_id)  # idempotent
+            return []
+        self.state.release(job_id)
+        self.reservations[job_id] = {**entry, "released": True}
+        return self.retry_queue(entry["region"])
+
+    def retry_queue(self, region: str) -> list[Outgoing]:
+        """Place waiting jobs of a region, highest priority first, then oldest."""
+        waiting = [r for r in self.queue.values() if r["region"] == region]
+        waiting.sort(key=lambda r: (-int(r["job"].get("priority", 0)), int(r["queued_ts"])))
+        out: list[Outgoing] = []
+        for routed in waiting:
+            out.extend(self.place({**routed, "_retry": True}, started_ns=time.perf_counter_ns()))
+        return out
+
+    def queued_in(self, region: str) -> int:
+        return sum(1 for r in self.queue.values() if r["region"] == region)
+
+    def held_jobs(self) -> Iterable[str]:
+        return self.state.jobs.keys()
+
+
+def _us_since(started_ns: int) -> int:
+    return (time.perf_counter_ns() - started_ns) // 1000

@@ -1,0 +1,57 @@
+"""The worker's `/sql/` page: the CLI posts queries here while the worker owns the store.
+
+POST /sql/ with JSON {"query": str, "params": {name: value}, "write": bool}; the answer is
+{"columns", "types", "rows"} or {"error": "<one line>"} with status 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from faust.web import Request, Response, View
+
+from infra.store import Store, StoreError
+
+__all__ = ["SQL_PATH", "register_sql_page", "run_request"]
+
+log = logging.getLogger(__name__)
+
+SQL_PATH = "/sql/"
+
+
+def run_request(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
+    """Validate one request body and run it; (HTTP status, JSON answer)."""
+    if not isinstance(body, Mapping) or not isinstance(body.get("query"), str):
+        return 400, {"error": "expected JSON {\"query\": \"SELECT ...\", \"params\": {...}}"}
+    params = body.get("params") or {}
+    if not isinstance(params, Mapping):
+        return 400, {"error": "params must be an object of name: value"}
+    try:
+        result = store.query(body["query"], params, write=bool(body.get("write", False)))
+    except StoreError as exc:
+        return 400, {"error": str(exc)}
+    return 200, result.to_json()
+
+
+def register_sql_page(app: Any, get_store: Callable[[], Store]) -> None:
+    """Add POST /sql/ to a Faust app; queries run off the event loop (chdb calls block)."""
+
+    @app.page(SQL_PATH)
+    class SqlPage(View):
+        async def post(self, request: Request) -> Response:
+            try:
+                body = await request.json()
+            except ValueError:
+                return self.json({"error": "body is not JSON"}, status=400)
+            loop = asyncio.get_running_loop()
+            try:
+                store = get_store()
+            except StoreError as exc:
+                return self.json({"error": str(exc)}, status=503)
+            status, answer = await loop.run_in_executor(None, run_request, store, body)
+            if status != 200:
+                log.info("sql refused error=%s", answer.get("error"))
+            return self.json(answer, status=status)

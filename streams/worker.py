@@ -1,0 +1,31 @@
+"""Run a worker: the Faust app plus, when available, the history sink that owns ClickHouse."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from infra.config import load_config
+from infra.errors import ConfigError
+from streams.app import create_app
+
+__all__ = ["main"]
+
+log = logging.getLogger(__name__)
+
+
+def main() -> None:
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        print(f"gpuflow worker: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if config.kafka.embedded:
+        print("gpuflow worker: set GPUFLOW_KAFKA_BOOTSTRAP_SERVERS (or run `gpuflow up`)",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    app, _runtime = create_app(config)
+    from faust.worker import Worker
+
+    sys.argv = sys.argv[:1]  # Faust's worker parses argv; ours is already applied
+    Worker(app, loglevel=config.worker.log_level, quiet=True).execute_from_commandline()
