@@ -3,7 +3,6 @@
     GpuflowError                     root (scorer.errors)
     └── AgentError                   a fault in a node agent or the simulated fleet
         ├── NvmlUnavailable          no NVIDIA driver / NVML library on this machine
-        ├── GpuReadError             one GPU could not be read (the agent marks it unhealthy)
         ├── FleetSpecError           a fleet YAML is malformed; names the offending field
         └── PublishError             events could not be handed to the broker
 """
@@ -12,7 +11,7 @@ from __future__ import annotations
 
 from scorer.errors import GpuflowError
 
-__all__ = ["AgentError", "FleetSpecError", "GpuReadError", "NvmlUnavailable", "PublishError"]
+__all__ = ["AgentError", "FleetSpecError", "NvmlUnavailable", "PublishError"]
 
 
 class AgentError(GpuflowError):
@@ -21,15 +20,6 @@ class AgentError(GpuflowError):
 
 class NvmlUnavailable(AgentError):
     """NVML cannot be initialised: no NVIDIA driver or GPU on this machine."""
-
-
-class GpuReadError(AgentError):
-    """One GPU could not be read; `index` says which, `lost` when it fell off the bus."""
-
-    def __init__(self, index: int, message: str, *, lost: bool = False) -> None:
-        super().__init__(f"GPU {index}: {message}")
-        self.index = index
-        self.lost = lost
 
 
 class FleetSpecError(AgentError):

@@ -82,7 +82,7 @@ class ExecutorTwin:
             p.flush(5)
             c.close()
 
-    def _on_message(self, p: Any, value: bytes) -> None:
+    def _on_message(self, p: Any, value: bytes | None) -> None:
         try:
             _, decision = self.codec.decode(value, topic=DECISIONS_PLACEMENT)
         except DecodeError as exc:
@@ -117,9 +117,14 @@ class ExecutorTwin:
         self, p: Any, job_id: str, region: str, kind: str, nodes: list[str], progress: float = 0.0
     ) -> None:
         record = {
-            "event_id": f"{job_id}:{kind}", "ts": int(time.time() * 1000), "job_id": job_id,
-            "region": region, "type": kind, "node_ids": nodes, "progress": progress,
-        }  # fmt: skip
+            "event_id": f"{job_id}:{kind}",
+            "ts": int(time.time() * 1000),
+            "job_id": job_id,
+            "region": region,
+            "type": kind,
+            "node_ids": nodes,
+            "progress": progress,
+        }
         value = self.codec.encode("JobEvent", record, topic=JOBS_EVENTS)
         partition = region_partition(region, self.config.kafka.partitions)
         p.produce(JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition)

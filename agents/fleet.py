@@ -206,8 +206,9 @@ class SimulatedFleet:
                 continue
             base = int(self.gpu_start[i])
             gpus = []
+            xids = t.pending_xid  # usually empty: skip the per-GPU lookup
             for k in plan.gpu_indices:
-                gpus.append(gpu_sample(k, base + k, cols, t.take_xids(base + k)))
+                gpus.append(gpu_sample(k, base + k, cols, t.take_xids(base + k) if xids else []))
                 sent.append(base + k)
             events.extend(self._node_events(i, nd, now_ms, plan, gpus))
         if sent:
@@ -220,7 +221,8 @@ class SimulatedFleet:
         self, i: int, nd: dict, now_ms: int, plan: ReportPlan, gpus: list[dict]
     ) -> list[dict]:
         node_id, region = nd["node_id"], nd["region"]
-        healthy = any(g["healthy"] for g in gpus) if plan.full_snapshot else True
+        lo = int(self.gpu_start[i])
+        healthy = bool(self.twin.healthy[lo : lo + nd["gpu_count"]].any())
         out = []
         if plan.tier is not None:
             out.append(telemetry_event(node_id, region, now_ms, plan.tier, plan.full_snapshot,

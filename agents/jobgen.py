@@ -23,10 +23,19 @@ from schemas import make_codec
 __all__ = ["generate_jobs", "run_jobgen"]
 
 # (family, params in billions, precision, tensor parallel) per kind
-_TRAINING = (("resnet", 0.025, "FP16", 1), ("bert", 0.34, "BF16", 1), ("llama", 7.0, "BF16", 1),
-             ("llama", 13.0, "BF16", 2), ("llama", 70.0, "BF16", 8))  # fmt: skip
-_INFERENCE = (("llama", 7.0, "FP16", 1), ("llama", 13.0, "INT8", 1), ("mistral", 7.0, "FP8", 1),
-              ("llama", 70.0, "FP16", 4))  # fmt: skip
+_TRAINING = (
+    ("resnet", 0.025, "FP16", 1),
+    ("bert", 0.34, "BF16", 1),
+    ("llama", 7.0, "BF16", 1),
+    ("llama", 13.0, "BF16", 2),
+    ("llama", 70.0, "BF16", 8),
+)
+_INFERENCE = (
+    ("llama", 7.0, "FP16", 1),
+    ("llama", 13.0, "INT8", 1),
+    ("mistral", 7.0, "FP8", 1),
+    ("llama", 70.0, "FP16", 4),
+)
 _GANGS = ((1, 0.55), (2, 0.12), (4, 0.15), (8, 0.15), (16, 0.03))
 
 
@@ -38,24 +47,40 @@ def _training(rng: np.random.Generator) -> dict[str, Any]:
     family, params, precision, tp = _choice(rng, _TRAINING)
     sizes, weights = zip(*_GANGS, strict=True)
     count = max(tp, int(rng.choice(sizes, p=weights)))
-    return {"kind": "TRAINING", "model_family": family, "params_b": params,
-            "precision": precision, "tensor_parallel": tp, "gpu_count": count,
-            "data_parallel": max(1, count // tp), "checkpoint_interval_s": 600}  # fmt: skip
+    return {
+        "kind": "TRAINING",
+        "model_family": family,
+        "params_b": params,
+        "precision": precision,
+        "tensor_parallel": tp,
+        "gpu_count": count,
+        "data_parallel": max(1, count // tp),
+        "checkpoint_interval_s": 600,
+    }
 
 
 def _inference(rng: np.random.Generator) -> dict[str, Any]:
     family, params, precision, tp = _choice(rng, _INFERENCE)
     share = tp == 1 and params <= 7 and rng.random() < 0.5
-    return {"kind": "INFERENCE", "model_family": family, "params_b": params,
-            "precision": precision, "tensor_parallel": tp, "gpu_count": tp,
-            "gpu_milli": int(_choice(rng, (250, 500))) if share else 1000,
-            "preemptible": False}  # fmt: skip
+    return {
+        "kind": "INFERENCE",
+        "model_family": family,
+        "params_b": params,
+        "precision": precision,
+        "tensor_parallel": tp,
+        "gpu_count": tp,
+        "gpu_milli": int(_choice(rng, (250, 500))) if share else 1000,
+        "preemptible": False,
+    }
 
 
 def _other(rng: np.random.Generator) -> dict[str, Any]:
     if rng.random() < 0.4:
-        return {"kind": "NOTEBOOK", "gpu_milli": int(_choice(rng, (100, 250, 500))),
-                "precision": "FP16"}  # fmt: skip
+        return {
+            "kind": "NOTEBOOK",
+            "gpu_milli": int(_choice(rng, (100, 250, 500))),
+            "precision": "FP16",
+        }
     return {"kind": "BATCH", "gpu_count": int(_choice(rng, (1, 1, 2))), "precision": "FP32"}
 
 

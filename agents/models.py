@@ -52,8 +52,8 @@ _GENERIC = GpuPhysics("generic", 300, 40, 1500, 300, 16384)
 
 # NVML product names -> catalogue names. Order matters: the first pattern that matches wins.
 _PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"H200", "H200"),
-    (r"H100", "H100"),
+    (r"\bH200", "H200"),  # not GH200 (Grace Hopper: a different part)
+    (r"\bH100", "H100"),
     (r"A100.*80\s*GB|A100.*80G", "A100-80"),
     (r"A100", "A100-40"),
     (r"L40S", "L40S"),

@@ -156,6 +156,8 @@ def run_fleet(
     """Publish the fleet's events until `stop` is set or `duration_s` has passed."""
     stop = stop or threading.Event()
     pub = publisher or EventPublisher(config)
+    # Silence longer than stale_after_s means "down" to the worker: beat well inside it.
+    fleet.policy = fleet.policy.with_heartbeat_below(config.worker.stale_after_s)
     period = 1.0 / hz
     started = time.monotonic()
     next_tick = started

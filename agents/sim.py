@@ -117,7 +117,7 @@ class GpuTwin:
         demand = self.idle_w + (self.tdp - self.idle_w) * self.util / 100.0 * self.job_intensity
         capped = demand > 0.98 * self.tdp
         over = np.clip(self.temperature - _SLOWDOWN_C, 0.0, None)
-        clock_factor = np.clip(1.0 - 0.035 * over, 0.8, 1.0) * np.where(capped, 0.95, 1.0)
+        clock_factor = np.clip((1.0 - 0.035 * over) * np.where(capped, 0.95, 1.0), 0.8, 1.0)
         self.power = np.minimum(demand, self.tdp) * np.where(self.busy, clock_factor, 1.0)
         rise = 55.0 * self.gain * self.power / self.tdp
         alpha = 1.0 - np.exp(-dt_s / _TAU_S)

@@ -129,11 +129,15 @@ class TierScheduler:
         if slow:
             self._next_slow = _advance(self._next_slow, p.slow_s, now_s)
         plan: ReportPlan | None
+        sent_at = now_s
         if now_s >= self._next_full:
             # The first snapshot goes out at once; later ones on the node's staggered grid.
-            start = self._next_full + (self._offset % p.full_snapshot_s if self._first_full else 0)
-            self._first_full = False
-            self._next_full = _advance(start, p.full_snapshot_s, now_s)
+            if self._first_full:
+                self._next_full += self._offset % p.full_snapshot_s + p.full_snapshot_s
+                self._first_full = False
+                # Back-date the first send so a fleet's heartbeats do not all fall due together.
+                sent_at = now_s - self._offset % p.heartbeat_s
+            self._next_full = _advance(self._next_full, p.full_snapshot_s, now_s)
             plan = ReportPlan("REALTIME", True, tuple(range(n_gpus)), nearline, slow)
         elif changed:
             plan = ReportPlan("REALTIME", False, tuple(sorted(changed)), nearline, slow)
@@ -143,7 +147,7 @@ class TierScheduler:
             plan = ReportPlan("HEARTBEAT", False, (), nearline, slow)
         else:
             return None
-        self._last_sent = now_s
+        self._last_sent = sent_at
         return plan
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+# this file is itself named scorer.py: put the repository first so `import scorer` is the package
 sys.path.insert(0, str(ROOT))
 
 from scorer import (  # noqa: E402
@@ -131,7 +132,7 @@ def main() -> None:
         run(placer, batch[: min(200, n)], args.regions)  # warm caches
         results[kind] = run(placer, batch, args.regions)
     report = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
         "nodes": args.nodes,
         "gpus": args.nodes * 8,
         "regions": args.regions,

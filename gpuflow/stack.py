@@ -45,10 +45,14 @@ class WorkerProcess:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **config_env(self.config), "PYTHONUNBUFFERED": "1"}
         with self.log_path.open("ab") as out:
-            self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", "streams"], env=env, stdout=out,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "streams"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         log.info("worker started pid=%s log=%s", self._proc.pid, self.log_path)
         return self
 
@@ -124,7 +128,9 @@ class Stack:
 
     def check_worker(self) -> None:
         if self.worker is not None and not self.worker.alive():
-            raise InfraError(f"worker exited; log {self.worker.log_path}:\n{self.worker.log_tail()}")
+            raise InfraError(
+                f"worker exited; log {self.worker.log_path}:\n{self.worker.log_tail()}"
+            )
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -158,5 +164,3 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: floa
             return True
         time.sleep(interval_s)
     return predicate()
-
-

@@ -79,16 +79,25 @@ class EmbeddedBroker:
         argv = [
             resolve_broker_binary(self.config.binary),
             "broker",
-            "--listener-url", url,
-            "--advertised-listener-url", url,
-            "--storage-engine", self.config.storage,
-        ]  # fmt: skip
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            self.config.storage,
+        ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as out:
-            self._proc = subprocess.Popen(  # noqa: S603 - argv is built here, not from input
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
+            try:
+                self._proc = subprocess.Popen(
+                    argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            except OSError as exc:  # not a program (exec format error), permission denied
+                raise BrokerError(f"cannot run broker binary {argv[0]!r}: {exc}") from exc
         self._wait_ready()
         log.info("broker started pid=%s bootstrap=%s", self._proc.pid, self.bootstrap_servers)
         return self
@@ -105,7 +114,9 @@ class EmbeddedBroker:
                 return
             time.sleep(0.02)
         self.stop()
-        raise BrokerError(f"broker did not accept connections within {self.config.start_timeout_s}s")
+        raise BrokerError(
+            f"broker did not accept connections within {self.config.start_timeout_s}s"
+        )
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM, then SIGKILL after `timeout`; safe to call twice."""

@@ -28,6 +28,8 @@ __all__ = [
 ]
 
 _SECRET_MARKERS = ("password", "secret", "token", "key")
+# Variables read outside this module that share the GPUFLOW_<SECTION>_ prefix.
+_ENV_ALIASES = {"broker_bin": ("broker", "binary")}
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class KafkaConfig:
     partitions: int = 4
     replication_factor: int = 1
     session_timeout_s: float = 6.0  # the embedded broker rebalances in ~half of this
+    fetch_wait_ms: int = 10  # the embedded broker holds a fetch this long when idle
     schema_registry_url: str = ""  # empty: Avro single-object encoding
     client: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -45,9 +48,15 @@ class KafkaConfig:
     def embedded(self) -> bool:
         return not self.bootstrap_servers
 
-    def client_conf(self) -> dict[str, str]:
+    def client_conf(self) -> dict[str, Any]:
         """librdkafka settings for confluent-kafka clients (SASL/SSL keys included)."""
         return {"bootstrap.servers": self.bootstrap_servers, **self.client}
+
+    def __repr__(self) -> str:  # never print credentials
+        shown: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        shown["schema_registry_url"] = _redact_dsn(self.schema_registry_url)
+        shown["client"] = {k: "***" if _is_secret(k) else v for k, v in self.client.items()}
+        return f"KafkaConfig({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
 
 @dataclass(frozen=True)
@@ -100,7 +109,13 @@ class Config:
         return self.store.dsn or f"chdb:///{self.data_dir.resolve() / 'history'}"
 
     def with_bootstrap(self, servers: str) -> Config:
-        return dataclasses.replace(self, kafka=dataclasses.replace(self.kafka, bootstrap_servers=servers))
+        return dataclasses.replace(
+            self, kafka=dataclasses.replace(self.kafka, bootstrap_servers=servers)
+        )
+
+
+def _is_secret(key: str) -> bool:
+    return any(marker in key.lower() for marker in _SECRET_MARKERS)
 
 
 def _redact_dsn(dsn: str) -> str:
@@ -117,6 +132,10 @@ def _coerce(section: str, name: str, kind: Any, raw: Any) -> Any:
             if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
                 raise ValueError(raw)
             return raw.lower() in ("1", "true", "yes")
+        if kind in (int, float) and isinstance(raw, bool):
+            raise ValueError(raw)
+        if kind is int and isinstance(raw, float) and not raw.is_integer():
+            raise ValueError(raw)  # no silent truncation of 4.7 to 4
         if kind in (int, float, str, bool):
             return kind(raw)
         if kind is Path:
@@ -131,15 +150,17 @@ def _build(cls: type, section: str, values: Mapping[str, Any]) -> Any:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = set(values) - known
     if unknown:
-        raise ConfigError(f"{section}: unknown setting {sorted(unknown)[0]!r}")
+        raise ConfigError(f"{section or 'config'}: unknown setting {sorted(unknown)[0]!r}")
     kwargs = {}
     for name, raw in values.items():
         kind = hints[name]
         if dataclasses.is_dataclass(kind):
             if not isinstance(raw, Mapping):
                 raise ConfigError(f"{name}: expected a table")
-            kwargs[name] = _build(kind, name, raw)
+            kwargs[name] = _build(kind, name, raw)  # type: ignore[arg-type]
         elif name == "client":
+            if not isinstance(raw, Mapping):
+                raise ConfigError(f"{section}.client: expected a table")
             kwargs[name] = MappingProxyType({str(k): str(v) for k, v in raw.items()})
         else:
             kwargs[name] = _coerce(section, name, kind, raw)
@@ -158,6 +179,10 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         rest = key[len("GPUFLOW_") :].lower()
         if rest == "data_dir":
             out["data_dir"] = value
+            continue
+        if rest in _ENV_ALIASES:
+            section, name = _ENV_ALIASES[rest]
+            out.setdefault(section, {})[name] = value
             continue
         if rest.startswith("kafka_client_"):
             client_key = rest[len("kafka_client_") :].replace("_", ".")

@@ -1,10 +1,10 @@
 """Errors of the infrastructure layer.
 
-    GpuflowError
-    └── InfraError                 a fault talking to the outside world
-        ├── ConfigError            a setting is missing, mistyped or out of range
-        ├── BrokerError            the embedded broker would not start or answer
-        └── StoreError             ClickHouse refused or failed
+GpuflowError
+└── InfraError                 a fault talking to the outside world
+    ├── ConfigError            a setting is missing, mistyped or out of range
+    ├── BrokerError            the embedded broker would not start or answer
+    └── StoreError             ClickHouse refused or failed
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ reason instead of crashing.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Mapping
@@ -23,11 +24,22 @@ __all__ = ["JOB_KINDS", "PRECISIONS", "JobSpecError", "job_problems", "job_recor
 JOB_KINDS = ("TRAINING", "INFERENCE", "BATCH", "NOTEBOOK")
 PRECISIONS = ("FP32", "TF32", "BF16", "FP16", "FP8", "INT8")
 _INT_FIELDS = (
-    "data_parallel", "tensor_parallel", "pipeline_parallel", "gpu_count", "gpu_milli",
-    "min_gpu_memory_mib", "cpu_milli", "memory_mib", "priority", "checkpoint_interval_s",
-)  # fmt: skip
+    "data_parallel",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "gpu_count",
+    "gpu_milli",
+    "min_gpu_memory_mib",
+    "cpu_milli",
+    "memory_mib",
+    "priority",
+    "checkpoint_interval_s",
+)
 _FLOAT_FIELDS = ("params_b", "cost_speed_preference", "expected_duration_s", "budget_usd")
 _LIST_FIELDS = ("allowed_gpu_models", "allowed_regions")
+_LONG_FIELDS = ("memory_mib", "total_steps", "deferrable_until_ts")  # Avro long; others are int
+_BOOL_FIELDS = ("preemptible", "cross_region_ok")
+_TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
 
 
 class JobSpecError(InfraError, ValueError):
@@ -42,24 +54,39 @@ def _job_fields() -> set[str]:
     return {f["name"] for f in default_schemas().get("JobSubmitted").source["fields"]}
 
 
+def _nullable_fields() -> set[str]:
+    fields = default_schemas().get("JobSubmitted").source["fields"]
+    return {f["name"] for f in fields if isinstance(f["type"], list) and "null" in f["type"]}
+
+
 def _coerce(name: str, value: Any) -> Any:
     if value is None:
-        return None
+        if name in _nullable_fields():
+            return None
+        raise JobSpecError(name, "must not be empty")
     try:
         if name in _INT_FIELDS or name in ("total_steps", "deferrable_until_ts"):
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError
-            return int(value)
+            number = int(value)
+            bits = 63 if name in _LONG_FIELDS else 31
+            if not -(2**bits) <= number < 2**bits:  # Avro would write it, other readers fail
+                raise ValueError
+            return number
         if name in _FLOAT_FIELDS:
-            return float(value)
+            real = float(value)
+            if not math.isfinite(real):
+                raise ValueError
+            return real
         if name in _LIST_FIELDS:
             if isinstance(value, str):
                 return [v.strip() for v in value.split(",") if v.strip()]
             return [str(v) for v in value]
-        if name in ("preemptible", "cross_region_ok"):
-            if isinstance(value, str):
-                return value.lower() in ("1", "true", "yes")
-            return bool(value)
+        if name in _BOOL_FIELDS:
+            text = str(value).lower()
+            if isinstance(value, bool | int | str) and text in _TRUE + _FALSE:
+                return text in _TRUE
+            raise ValueError
         if name in ("kind", "precision"):
             return str(value).upper()
     except (TypeError, ValueError):
@@ -122,6 +149,8 @@ def load_job_file(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
         raise JobSpecError("file", f"cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise JobSpecError("file", f"{path} is not UTF-8 text") from exc
     except yaml.YAMLError as exc:
         raise JobSpecError("file", f"{path} is not valid YAML: {exc}".splitlines()[0]) from exc
     if not isinstance(data, Mapping):

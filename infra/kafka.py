@@ -31,7 +31,7 @@ def consumer(kafka: KafkaConfig, group_id: str, **overrides: Any) -> Consumer:
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
         "session.timeout.ms": int(kafka.session_timeout_s * 1000),
-        "fetch.wait.max.ms": 10,
+        "fetch.wait.max.ms": kafka.fetch_wait_ms,
         **kafka.client_conf(),
     }
     conf.update(overrides)
@@ -39,7 +39,7 @@ def consumer(kafka: KafkaConfig, group_id: str, **overrides: Any) -> Consumer:
 
 
 def admin(kafka: KafkaConfig) -> AdminClient:
-    return AdminClient(kafka.client_conf())
+    return AdminClient(dict(kafka.client_conf()))
 
 
 def ensure_topics(
@@ -50,11 +50,14 @@ def ensure_topics(
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            existing = set(client.list_topics(timeout=5).topics)
+            wait_s = min(5.0, max(0.1, deadline - time.monotonic()))  # never past the deadline
+            existing = set(client.list_topics(timeout=wait_s).topics)
             break
         except KafkaException as exc:
             if time.monotonic() > deadline:
-                raise BrokerError(f"cannot list topics on {kafka.bootstrap_servers}: {exc}") from exc
+                raise BrokerError(
+                    f"cannot list topics on {kafka.bootstrap_servers}: {exc}"
+                ) from exc
             time.sleep(0.2)
     wanted = [s for s in specs if s.name not in existing]
     if not wanted:

@@ -32,7 +32,7 @@ class Codec(Protocol):
 
     def encode(self, name: str, record: Mapping[str, Any], *, topic: str = "") -> bytes: ...
 
-    def decode(self, data: bytes, *, topic: str = "") -> tuple[str, dict[str, Any]]:
+    def decode(self, data: bytes | None, *, topic: str = "") -> tuple[str, dict[str, Any]]:
         """Return (event name, record); raise DecodeError for anything unreadable."""
         ...
 
@@ -41,7 +41,7 @@ def _write_body(schema: EventSchema, record: Mapping[str, Any]) -> bytes:
     buf = io.BytesIO()
     try:
         schemaless_writer(buf, schema.parsed, record)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
         raise EncodeError(f"{schema.name}: {exc}") from exc
     return buf.getvalue()
 
@@ -51,7 +51,9 @@ def _read_body(writer: EventSchema, reader: EventSchema, body: bytes) -> dict[st
         buf = io.BytesIO(body)
         record = schemaless_reader(buf, writer.parsed, reader.parsed)
     except Exception as exc:  # fastavro raises many types on corrupt bodies
-        raise DecodeError(f"{writer.name}: corrupt Avro body ({type(exc).__name__}: {exc})") from exc
+        raise DecodeError(
+            f"{writer.name}: corrupt Avro body ({type(exc).__name__}: {exc})"
+        ) from exc
     if buf.tell() != len(body):
         raise DecodeError(f"{writer.name}: {len(body) - buf.tell()} trailing bytes after the body")
     if not isinstance(record, dict):
@@ -69,12 +71,14 @@ class SingleObjectCodec:
         schema = self.schemas.get(name)
         return MAGIC + schema.fingerprint + _write_body(schema, record)
 
-    def decode(self, data: bytes, *, topic: str = "") -> tuple[str, dict[str, Any]]:
+    def decode(self, data: bytes | None, *, topic: str = "") -> tuple[str, dict[str, Any]]:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise DecodeError(f"expected bytes, got {type(data).__name__}")
         data = bytes(data)
         if len(data) < _HEADER or data[:2] != MAGIC:
-            raise DecodeError(f"not Avro single-object encoding (starts {data[:4].hex() or 'empty'})")
+            raise DecodeError(
+                f"not Avro single-object encoding (starts {data[:4].hex() or 'empty'})"
+            )
         try:
             writer = self.schemas.by_fp(data[2:_HEADER])
             reader = self.schemas.get(writer.name)
@@ -127,15 +131,25 @@ class ConfluentCodec:
             raise DecodeError(f"schema id {schema_id} unknown to the registry: {exc}") from exc
         import json
 
-        source = json.loads(text or "{}")
-        name = str(source.get("name", "")).rsplit(".", 1)[-1]
-        if name not in self.schemas.latest:
+        try:
+            source = json.loads(text or "{}")
+        except ValueError as exc:
+            raise DecodeError(f"schema id {schema_id} is not JSON: {exc}") from exc
+        name = str(source.get("name", "")) if isinstance(source, dict) else ""
+        if name.rsplit(".", 1)[-1] not in self.schemas.latest:
             raise DecodeError(f"schema id {schema_id} is {name!r}, not a gpuflow event")
-        writer = SchemaSet().add(source)
+        try:
+            writer = SchemaSet().add(source)
+        except Exception as exc:  # fastavro raises many types on a bad schema
+            raise DecodeError(f"schema id {schema_id} does not parse: {exc}") from exc
         self._by_id[schema_id] = writer
         return writer
 
-    def decode(self, data: bytes, *, topic: str = "") -> tuple[str, dict[str, Any]]:
+    def decode(self, data: bytes | None, *, topic: str = "") -> tuple[str, dict[str, Any]]:
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise DecodeError(f"expected bytes, got {type(data).__name__}")
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise DecodeError(f"expected bytes, got {type(data).__name__}")
         data = bytes(data)
         if len(data) < 5 or data[0] != 0:
             raise DecodeError(f"not Confluent wire format (starts {data[:4].hex() or 'empty'})")

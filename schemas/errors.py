@@ -1,10 +1,10 @@
 """Errors of the event codec.
 
-    GpuflowError
-    └── CodecError                 bytes and records do not meet
-        ├── UnknownSchemaError     no schema of that name or fingerprint is known
-        ├── EncodeError            a record does not match its schema
-        └── DecodeError            bytes are not a known, well-formed event
+GpuflowError
+└── CodecError                 bytes and records do not meet
+    ├── UnknownSchemaError     no schema of that name or fingerprint is known
+    ├── EncodeError            a record does not match its schema
+    └── DecodeError            bytes are not a known, well-formed event
 """
 
 from __future__ import annotations

@@ -82,11 +82,14 @@ class EventSchema:
     parsed: Any  # fastavro's parsed, self-contained form
     canonical: str
     fingerprint: bytes  # 8 bytes, little-endian, as single-object encoding writes it
+    self_contained: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # refs inlined, logicalTypes kept
 
     @property
     def expanded_json(self) -> str:
         """Self-contained schema text (references inlined), e.g. for a Schema Registry."""
-        return json.dumps(expand_schema(self.parsed))
+        return json.dumps(self.self_contained)
 
 
 @dataclass
@@ -96,21 +99,33 @@ class SchemaSet:
     latest: dict[str, EventSchema] = field(default_factory=dict)
     by_fingerprint: dict[bytes, EventSchema] = field(default_factory=dict)
     _named: dict[str, Any] = field(default_factory=dict)
+    _named_as_written: dict[str, Any] = field(default_factory=dict)  # logicalTypes kept
 
-    def add(self, source: Mapping[str, Any], *, version: int = 1, writable: bool = True) -> EventSchema:
+    def add(
+        self, source: Mapping[str, Any], *, version: int = 1, writable: bool = True
+    ) -> EventSchema:
         """Parse and index one schema; older versions are added with writable=False."""
         named = dict(self._named)  # other versions of the same name must not collide
-        stripped = _strip_timestamp_logical_types(source)
+        stripped = _strip_timestamp_logical_types(dict(source))
         parsed = parse_schema(stripped, named)
         expanded = expand_schema(parsed)
         canonical = to_parsing_canonical_form(expanded)
         fingerprint = struct.pack("<Q", crc64_avro(canonical.encode()))
-        name = str(source["name"])
-        schema = EventSchema(name, version, source, expanded, canonical, fingerprint)
+        # A registry hands back the full name ("gpuflow.v1.X"); index by the short event name.
+        name = str(source["name"]).rsplit(".", 1)[-1]
+        named_as_written = dict(self._named_as_written)
+        as_written = parse_schema(dict(source), named_as_written, expand=True)
+        assert isinstance(as_written, dict)
+        # Drop fastavro's private markers, which embed every other named schema.
+        self_contained = {k: v for k, v in as_written.items() if not k.startswith("__")}
+        schema = EventSchema(
+            name, version, source, expanded, canonical, fingerprint, self_contained
+        )
         self.by_fingerprint[fingerprint] = schema
         if writable:
             self.latest[name] = schema
             self._named[f"{NAMESPACE}.{name}"] = parsed
+            self._named_as_written[f"{NAMESPACE}.{name}"] = named_as_written[f"{NAMESPACE}.{name}"]
         return schema
 
     def get(self, name: str) -> EventSchema:

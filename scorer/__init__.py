@@ -11,8 +11,10 @@ from scorer.catalog import Catalog, GpuModelSpec, default_catalog, load_catalog
 from scorer.errors import (
     CatalogError,
     GpuflowError,
+    InvalidSpecError,
     ReservationError,
     ScorerError,
+    UnknownNodeError,
     UnknownPluginError,
 )
 from scorer.framework import CycleContext, FilterPlugin, Insufficient, ScorePlugin, Status
@@ -49,6 +51,7 @@ __all__ = [
     "GpuModelSpec",
     "GpuflowError",
     "Insufficient",
+    "InvalidSpecError",
     "JobSpec",
     "NodeSpec",
     "PlacementResult",
@@ -59,6 +62,7 @@ __all__ = [
     "ScorerError",
     "Status",
     "ThroughputModel",
+    "UnknownNodeError",
     "UnknownPluginError",
     "build_filter",
     "build_score",

@@ -4,7 +4,9 @@
     └── ScorerError              a fault inside the decision core
         ├── UnknownPluginError   a registry has no plugin of that name
         ├── CatalogError         a GPU catalogue or throughput table cannot be used
-        └── ReservationError     a reservation would over-allocate or release twice
+        ├── ReservationError     a reservation would over-allocate a GPU or milli-share
+        ├── UnknownNodeError     an update names a node the state does not hold (also KeyError)
+        └── InvalidSpecError     a job or node spec is inconsistent (also ValueError)
 
 "Does not fit" is never an error: filters return a Status with every reason.
 """
@@ -14,8 +16,10 @@ from __future__ import annotations
 __all__ = [
     "CatalogError",
     "GpuflowError",
+    "InvalidSpecError",
     "ReservationError",
     "ScorerError",
+    "UnknownNodeError",
     "UnknownPluginError",
 ]
 
@@ -38,3 +42,11 @@ class CatalogError(ScorerError):
 
 class ReservationError(ScorerError):
     """A reservation would over-allocate a GPU or release one twice."""
+
+
+class UnknownNodeError(ScorerError, KeyError):
+    """A health, speed or lookup call names a node the cluster state does not hold."""
+
+
+class InvalidSpecError(ScorerError, ValueError):
+    """A job or node spec contradicts itself (e.g. a GPU share with gpu_count > 1)."""

@@ -85,6 +85,11 @@ class ModelVectors:
     memory_need_mib: int  # per GPU
 
     @cached_property
+    def listed(self) -> np.ndarray:
+        """In the catalogue and in the job's allowed models."""
+        return self.allowed & self.known
+
+    @cached_property
     def runnable(self) -> np.ndarray:
         """Either placement shape has a non-zero speed."""
         return np.maximum(self.speed, self.speed_spread) > 0
@@ -117,10 +122,11 @@ class CycleContext:
         tp = max(1, job.tensor_parallel)
         return job.gpu_count if job.gpu_count <= tp else tp
 
-    def gpus_taken(self, slots: np.ndarray) -> np.ndarray:
-        """GPUs each node would take: the whole gang, or its usable TP groups when spread."""
+    def gpus_taken(self, slots: np.ndarray) -> np.ndarray | int:
+        """GPUs each node would take: the whole gang (one number for all), or its usable TP
+        groups when spread."""
         if not self.spread:
-            return np.full(slots.shape[0], self.job.gpu_count)
+            return self.job.gpu_count
         tp = max(1, self.job.tensor_parallel)
         usable = (self.state.free_whole[slots] // tp) * tp
         return np.minimum(usable, self.job.gpu_count)
@@ -157,11 +163,11 @@ class FilterPlugin(Protocol):
 
 @runtime_checkable
 class ScorePlugin(Protocol):
-    """Soft preference: 0..100 per node, higher is better."""
+    """Soft preference: 0..100 per node, higher is better (a float when all nodes tie)."""
 
     name: str
 
-    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray: ...
+    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray | float: ...
 
 
 def clamp_score(values: np.ndarray) -> np.ndarray:

@@ -22,20 +22,21 @@ _BIG = np.iinfo(np.int64).max
 def pick_gpus(state: ClusterState, slot: int, k: int) -> tuple[int, ...]:
     """k whole free GPUs: the smallest NVLink island that holds them, fastest GPUs first;
     when no island can, fill the islands with the most free GPUs first."""
+    # a node has a handful of GPUs: plain Python beats numpy's per-call overhead here
     ok = state.gpu_exists[slot] & state.gpu_ok[slot] & (state.free_milli[slot] == FULL_GPU)
-    free = np.flatnonzero(ok)
-    islands = state.island[slot][free]
-    perf = state.perf[slot][free]
-    counts = np.bincount(islands)
-    fitting = np.flatnonzero(counts >= k)
-    if fitting.size:
-        best = fitting[np.argmin(counts[fitting])]
-        members = free[islands == best]
-        order = np.argsort(-perf[islands == best], kind="stable")
-        return tuple(sorted(int(g) for g in members[order[:k]]))
+    free = [g for g, usable in enumerate(ok.tolist()) if usable]
+    island_row, perf_row = state.island[slot].tolist(), state.perf[slot].tolist()
+    counts: dict[int, int] = {}
+    for g in free:
+        counts[island_row[g]] = counts.get(island_row[g], 0) + 1
+    fitting = [i for i, c in counts.items() if c >= k]
+    if fitting:
+        best = min(fitting, key=lambda i: (counts[i], i))
+        members = [g for g in free if island_row[g] == best]
+        return tuple(sorted(sorted(members, key=lambda g: (-perf_row[g], g))[:k]))
     # island with most free GPUs first, then faster GPUs, then lower index
-    order = np.lexsort((free, -perf, -counts[islands]))
-    return tuple(sorted(int(g) for g in free[order[:k]]))
+    order = sorted(free, key=lambda g: (-counts[island_row[g]], -perf_row[g], g))
+    return tuple(sorted(order[:k]))
 
 
 def pick_share(state: ClusterState, slot: int, milli: int) -> int:

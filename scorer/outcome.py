@@ -54,7 +54,7 @@ def placed_result(
     s, job = ctx.state, ctx.job
     first = picks[0][0]
     model = int(s.model[first])
-    perf = min(float(s.perf[slot, list(gpus)].min()) for slot, gpus, _ in picks)
+    perf = min(float(s.perf[slot, g]) for slot, gpus, _ in picks for g in gpus)
     table = ctx.models.speed_spread if len(picks) > 1 else ctx.models.speed
     speed = float(table[model]) * perf  # a gang runs at the pace of its slowest GPU
     price = sum(float(s.price[slot]) * len(gpus) * milli / 1000 for slot, gpus, milli in picks)

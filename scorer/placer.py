@@ -35,7 +35,10 @@ class Placer:
         throughput: ThroughputModel | None = None,
     ) -> None:
         self.state = state
-        self.throughput = throughput or ThroughputModel(state.catalog)
+        throughput = throughput or ThroughputModel(state.catalog)
+        if throughput.catalog is not state.catalog:  # one catalogue per cycle: the state's
+            throughput = throughput.with_catalog(state.catalog)
+        self.throughput = throughput
         names = DEFAULT_FILTERS if filters is None else filters
         self.filters = [build_filter(f) if isinstance(f, str) else f for f in names]
         score_names = DEFAULT_SCORES if scores is None else scores
@@ -84,7 +87,7 @@ class Placer:
             pick: Pick = (slot, (pick_share(self.state, slot, job.gpu_milli),), job.gpu_milli)
         else:
             pick = (slot, pick_gpus(self.state, slot, job.gpu_count), 1000)
-        breakdown = {name: float(part[best]) for name, part in parts.items()}
+        breakdown = {n: float(p if p.ndim == 0 else p[best]) for n, p in parts.items()}
         return self._result(ctx, [pick], float(total[best]), breakdown, refusals)
 
     def _place_spread(
@@ -125,7 +128,7 @@ class Placer:
         ]
         pos = np.searchsorted(candidates, np.asarray(best_plan.slots))
         breakdown = {
-            n: float(p[pos].mean()) * w_nodes / max(w_nodes + w_topo, 1e-9)
+            n: float(_at(p, pos).mean()) * w_nodes / max(w_nodes + w_topo, 1e-9)
             for n, p in parts.items()
         }
         if w_topo:
@@ -143,9 +146,9 @@ class Placer:
         total = np.zeros(slots.shape[0])
         parts: dict[str, np.ndarray] = {}
         for plugin, w in active:
-            part = plugin.score(ctx, slots) * (w / total_w)
-            parts[plugin.name] = part
+            part = np.asarray(plugin.score(ctx, slots) * (w / total_w))  # 0-d when all tie
             total += part
+            parts[plugin.name] = part
         return total, parts
 
     def _weights(self, job: JobSpec) -> dict[str, float]:
@@ -193,3 +196,8 @@ class Placer:
         region: str | None,
     ) -> PlacementResult:
         return refused_result(ctx, masks, refusals, candidates, region)
+
+
+def _at(part: np.ndarray, idx: int | np.ndarray) -> np.ndarray:
+    """A plugin's weighted score at `idx`; a 0-d part (every node tied) is the same everywhere."""
+    return part if part.ndim == 0 else np.asarray(part[idx])

@@ -52,7 +52,10 @@ def _option(
         if speed <= 0:
             continue
         free, block = view.free_gpus.get(model, 0), view.largest_free_block.get(model, 0)
-        fits_now = free >= job.gpu_count and (block >= job.gpu_count or job.gpu_count > 8)
+        # a gang that may spread needs one TP group per node; one that may not, all of it
+        tp = max(1, job.tensor_parallel)
+        chunk = job.gpu_count if job.gpu_count <= tp else tp
+        fits_now = free >= job.gpu_count and block >= chunk
         price = view.price_per_gpu_hour.get(model, spec.price_per_gpu_hour)
         carbon = (view.carbon_g_per_kwh or 400.0) * spec.power_w
         option = RegionOption(

@@ -13,7 +13,7 @@ from types import MappingProxyType
 import numpy as np
 
 from scorer.catalog import Catalog, default_catalog
-from scorer.errors import ReservationError
+from scorer.errors import ReservationError, UnknownNodeError
 from scorer.types import Assignment, NodeSpec, RegionView
 
 __all__ = ["FULL_GPU", "ClusterState"]
@@ -112,14 +112,12 @@ class ClusterState:
         self._all_slots = None
 
     def _new_slot(self, gpus: int) -> int:
-        n, g = self.active.shape[0], self.free_milli.shape[1]
-        if gpus > g:
-            self._grow(n, gpus)
-        if self._free_slots:
-            return self._free_slots.pop()
-        slot = len(self._specs)
-        if slot >= n:
-            self._grow(2 * n, max(g, gpus))
+        n, g = self.active.shape[0], max(self.free_milli.shape[1], gpus)
+        slot = self._free_slots.pop() if self._free_slots else len(self._specs)
+        if slot >= n or g > self.free_milli.shape[1]:
+            self._grow(2 * n if slot >= n else n, g)
+        if slot < len(self._specs):
+            return slot
         self._specs.append(None)
         return slot
 
@@ -298,7 +296,7 @@ class ClusterState:
         try:
             return self._slot_of[node_id]
         except KeyError:
-            raise KeyError(f"unknown node {node_id!r}") from None
+            raise UnknownNodeError(f"unknown node {node_id!r}") from None
 
     def slot_of(self, node_id: str) -> int:
         return self._slot(node_id)

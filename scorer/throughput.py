@@ -104,17 +104,27 @@ class ThroughputModel:
     def load_gavel_csv(cls, path: str | Path, catalog: Catalog | None = None) -> ThroughputModel:
         return load_gavel_csv(path, catalog)
 
+    def with_catalog(self, catalog: Catalog) -> ThroughputModel:
+        """The same measurements and assumptions over another catalogue."""
+        return ThroughputModel(
+            catalog, self.measured, reference=self.reference, mfu=self.mfu, mbu=self.mbu
+        )
+
     def knows(self, job_type: str) -> bool:
         return job_type in self._job_types
 
     def steps_per_s(
         self, job_type: str, model: str, gpus: int = 1, consolidated: bool = True
     ) -> float | None:
-        """Measured steps/s, scaled linearly from the largest measured scale <= `gpus`."""
+        """Measured steps/s, scaled linearly from the largest measured scale <= `gpus`.
+
+        A scale measured only with the other consolidation stands in for the missing one.
+        """
         model = self.catalog.canonical(model)
-        scales = [s for s in (8, 4, 2, 1) if s <= gpus]
-        for scale in scales:
+        for scale in (s for s in (8, 4, 2, 1) if s <= gpus):
             value = self.measured.get((job_type, model, scale, consolidated))
+            if value is None:
+                value = self.measured.get((job_type, model, scale, not consolidated))
             if value is not None:
                 return value * gpus / scale
         return None

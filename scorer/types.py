@@ -7,8 +7,12 @@ so the edge converts with `JobSpec(**fields)`; lists from Avro are frozen into t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from datetime import datetime
 from types import MappingProxyType
+from typing import Any, TypeVar
+
+from scorer.errors import InvalidSpecError
 
 __all__ = [
     "KINDS",
@@ -24,11 +28,26 @@ KINDS = ("TRAINING", "INFERENCE", "BATCH", "NOTEBOOK")
 PRECISIONS = ("FP32", "TF32", "BF16", "FP16", "FP8", "INT8")
 
 _EMPTY: Mapping[str, float] = MappingProxyType({})
+_Spec = TypeVar("_Spec", "JobSpec", "NodeSpec")
 
 
 def _freeze(obj: object, name: str, value: object) -> None:
     # frozen dataclasses only allow this route to normalise a field after construction
     object.__setattr__(obj, name, value)
+
+
+def _from_record(cls: type[_Spec], record: Mapping[str, Any]) -> _Spec:
+    """Build from a decoded Avro record, dropping envelope and extra fields (event_id, ts...)."""
+    names = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in record.items() if k in names})
+    except TypeError as exc:  # a required field is missing
+        raise InvalidSpecError(f"{cls.__name__}: {exc}") from exc
+
+
+def _epoch_ms(value: int | datetime | None) -> int | None:
+    """Avro timestamp-millis may arrive decoded as a datetime."""
+    return int(value.timestamp() * 1000) if isinstance(value, datetime) else value
 
 
 @dataclass(frozen=True)
@@ -69,12 +88,18 @@ class JobSpec:
         _freeze(self, "allowed_regions", tuple(self.allowed_regions))
         _freeze(self, "kind", str(self.kind).upper())
         _freeze(self, "precision", str(self.precision).upper())
+        _freeze(self, "deferrable_until_ts", _epoch_ms(self.deferrable_until_ts))
         if self.gpu_count < 1:
-            raise ValueError(f"job {self.job_id}: gpu_count must be >= 1, got {self.gpu_count}")
+            raise InvalidSpecError(f"job {self.job_id}: gpu_count must be >= 1")
         if not 0 < self.gpu_milli <= 1000:
-            raise ValueError(f"job {self.job_id}: gpu_milli must be in 1..1000")
+            raise InvalidSpecError(f"job {self.job_id}: gpu_milli must be in 1..1000")
         if self.gpu_milli < 1000 and self.gpu_count != 1:
-            raise ValueError(f"job {self.job_id}: a GPU share (gpu_milli<1000) needs gpu_count 1")
+            raise InvalidSpecError(f"job {self.job_id}: a GPU share needs gpu_count 1")
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> JobSpec:
+        """From a decoded `JobSubmitted` (envelope fields are dropped)."""
+        return _from_record(cls, record)
 
     @property
     def model_parallel(self) -> int:
@@ -104,7 +129,12 @@ class NodeSpec:
         islands = tuple(tuple(int(g) for g in island) for island in self.nvlink_islands)
         _freeze(self, "nvlink_islands", islands)
         if self.gpu_count < 0:
-            raise ValueError(f"node {self.node_id}: gpu_count must be >= 0")
+            raise InvalidSpecError(f"node {self.node_id}: gpu_count must be >= 0")
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> NodeSpec:
+        """From a decoded `NodeInventory` (envelope and extra fields are dropped)."""
+        return _from_record(cls, record)
 
 
 @dataclass(frozen=True)
@@ -131,6 +161,18 @@ class RegionView:
     queue_depth: int = 0
     carbon_g_per_kwh: float | None = None
     price_per_kwh: float | None = None
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> RegionView:
+        """From a decoded `RegionSummary` (the router's view of a region it does not own)."""
+        return cls(
+            region=record["region"],
+            free_gpus=dict(record.get("free_gpus_by_model") or {}),
+            largest_free_block=dict(record.get("max_free_per_node_by_model") or {}),
+            total_gpus=dict(record.get("total_gpus_by_model") or {}),
+            queue_depth=int(record.get("queue_depth") or 0),
+            carbon_g_per_kwh=record.get("carbon_g_per_kwh"),
+        )
 
 
 @dataclass(frozen=True)

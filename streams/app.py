@@ -24,6 +24,7 @@ from infra.topics import (
 from schemas import make_codec
 from scorer import ClusterState, Placer
 from streams.runtime import Runtime
+from streams.transport import GpuflowApp
 from streams.scheduling import Scheduler
 
 __all__ = ["create_app"]
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def _faust_app(config: Config) -> faust.App:
     kafka, worker = config.kafka, config.worker
-    return faust.App(
+    return GpuflowApp(
         worker.app_id,
         broker=[f"kafka://{s}" for s in kafka.bootstrap_servers.split(",")],
         broker_credentials=_credentials(kafka.client),
@@ -53,6 +54,7 @@ def _faust_app(config: Config) -> faust.App:
         producer_linger_ms=1,
         broker_commit_interval=1.0,
         stream_wait_empty=False,
+        fetch_wait_ms=kafka.fetch_wait_ms,
     )
 
 
@@ -80,7 +82,12 @@ def _ssl(client: Any) -> Any:
 def create_app(config: Config) -> tuple[faust.App, Runtime]:
     """A configured worker app and the runtime its agents share."""
     app = _faust_app(config)
-    raw = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+    raw = {
+        "key_type": bytes,
+        "value_type": bytes,
+        "key_serializer": "raw",
+        "value_serializer": "raw",
+    }
     topics = {
         spec.name: app.topic(spec.name, partitions=config.kafka.partitions, **raw)  # type: ignore[arg-type]
         for spec in TOPICS
@@ -108,6 +115,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         table.on_recover(_async(mark_dirty))
     _register_agents(app, rt, topics)
     _register_timers(app, rt)
+    _register_pages(app, rt)
     return app, rt
 
 
@@ -171,6 +179,26 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
             record = await rt.decode(event, "GridSignal", "grid")
             if record is not None:
                 rt.fleet.on_grid(record)
+
+
+def _register_pages(app: faust.App, rt: Runtime) -> None:
+    @app.page("/state/")
+    async def state(web: Any, request: Any) -> Any:
+        """What this worker holds: free and total GPUs by region, held and queued jobs."""
+        views = rt.scheduler.state.region_views()
+        return web.json(
+            {
+                "ready": rt._ready.is_set(),
+                "regions": {
+                    r: {"free_gpus": dict(v.free_gpus), "total_gpus": dict(v.total_gpus)}
+                    for r, v in views.items()
+                },
+                "held_jobs": len(rt.scheduler.state.jobs),
+                "queued_jobs": len(rt.scheduler.queue),
+                "final_decisions": len(rt.scheduler.final),
+                "stale_nodes": sorted(rt.fleet.stale),
+            }
+        )
 
 
 def _register_timers(app: faust.App, rt: Runtime) -> None:

@@ -107,9 +107,13 @@ class FleetTracker:
             healthy = int(self.s.state.node_ok[slots].sum()) if len(slots) else 0
             prices = list(view.price_per_gpu_hour.values())
             record = {
-                "event_id": new_event_id(), "ts": end, "region": region,
-                "window_start": window.start_ms, "window_end": end,
-                "nodes": len(slots), "healthy_nodes": healthy,
+                "event_id": new_event_id(),
+                "ts": end,
+                "region": region,
+                "window_start": window.start_ms,
+                "window_end": end,
+                "nodes": len(slots),
+                "healthy_nodes": healthy,
                 "total_gpus_by_model": dict(view.total_gpus),
                 "free_gpus_by_model": dict(view.free_gpus),
                 "max_free_per_node_by_model": dict(view.largest_free_block),
@@ -117,8 +121,9 @@ class FleetTracker:
                 "queue_depth": self.s.queued_in(region),
                 "price_per_gpu_hour_mean": sum(prices) / len(prices) if prices else 0.0,
                 "carbon_g_per_kwh": self._carbon.get(region, view.carbon_g_per_kwh or 0.0),
-            }  # fmt: skip
-            self.s.state.set_queue_depth(region, record["queue_depth"])
-            out.append(outgoing(REGION_STATE, region, record, region=region,
-                                partitions=self.s.partitions))  # fmt: skip
+            }
+            self.s.state.set_queue_depth(region, self.s.queued_in(region))
+            out.append(
+                outgoing(REGION_STATE, region, record, region=region, partitions=self.s.partitions)
+            )
         return out

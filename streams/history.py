@@ -22,8 +22,8 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from infra.config import Config
 from infra.kafka import consumer as make_consumer
 from infra.kafka import producer as make_producer
-from infra.store import Store, StoreError, open_store
-from infra.store.batching import Batch, Batcher
+from infra.store import RowError, Store, StoreError, open_store
+from infra.store.batching import Batch, Batcher, split_bad_rows
 from infra.store.rows import ConversionError, RowContext, to_rows
 from infra.topics import DEADLETTER, NODE_INVENTORY, TOPICS
 from schemas import DecodeError, SingleObjectCodec, make_codec
@@ -108,8 +108,11 @@ class HistorySink:
         if self._owns_store and self._store is not None:
             self._store.close()
             self._store = None
-        log.info("history sink stopped rows=%d dead=%d", self.stats.rows_written,
-                 self.stats.dead_lettered)
+        log.info(
+            "history sink stopped rows=%d dead=%d",
+            self.stats.rows_written,
+            self.stats.dead_lettered,
+        )
 
     def flush_now(self, timeout_s: float = 30.0) -> bool:
         """Ask the loop to flush and wait until it has; True when it did."""
@@ -136,7 +139,8 @@ class HistorySink:
                 messages.sort(key=lambda m: m.topic() != NODE_INVENTORY)
                 for msg in messages:
                     self._handle(msg)
-                if self._flush_requested.is_set() or self._batcher.due():
+                retrying = self._failures > 0
+                if self._flush_requested.is_set() or self._batcher.due() or retrying:
                     self._flush_requested.clear()
                     self._flush()
                     self._mark_flushed()
@@ -167,30 +171,43 @@ class HistorySink:
                 log.warning("history consume error=%s", err)
             return
         self.stats.consumed += 1
-        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        topic, partition = str(msg.topic()), int(msg.partition() or 0)
+        offset = int(msg.offset() or 0)
         try:
-            event, record = self._codec.decode(msg.value(), topic=topic)
+            event, record = self._codec.decode(msg.value() or b"", topic=topic)
             table, rows = to_rows(event, record, self._ctx)
         except (DecodeError, ConversionError) as exc:
             self._dead_letter(msg, str(exc))
             self._batcher.skip(topic, partition, offset)
             return
-        if not self._batcher.add(topic, partition, offset, table, record["event_id"], rows):
+        if not self._batcher.add(topic, partition, offset, table, record["event_id"], rows, msg):
             self.stats.duplicates += 1
 
     def _dead_letter(self, msg: Message, error: str) -> None:
         record = {
-            "event_id": uuid.uuid4().hex, "ts": int(time.time() * 1000), "schema": 1,
-            "source_topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(),
-            "key": msg.key(), "value": msg.value(), "error": error[:2000],
+            "event_id": uuid.uuid4().hex,
+            "ts": int(time.time() * 1000),
+            "schema": 1,
+            "source_topic": msg.topic(),
+            "partition": msg.partition(),
+            "offset": msg.offset(),
+            "key": msg.key(),
+            "value": msg.value(),
+            "error": error[:2000],
             "consumer": self.group_id,
         }
-        self._producer.produce(DEADLETTER, self._dl_codec.encode("DeadLetter", record),
-                               key=msg.key())
+        self._producer.produce(
+            DEADLETTER, self._dl_codec.encode("DeadLetter", record), key=msg.key()
+        )
         self._producer.poll(0)
         self.stats.dead_lettered += 1
-        log.warning("history dead-letter topic=%s partition=%d offset=%d error=%s",
-                    msg.topic(), msg.partition(), msg.offset(), error[:200])
+        log.warning(
+            "history dead-letter topic=%s partition=%d offset=%d error=%s",
+            msg.topic(),
+            msg.partition(),
+            msg.offset(),
+            error[:200],
+        )
 
     # ---- flushing --------------------------------------------------------------------------
 
@@ -201,28 +218,51 @@ class HistorySink:
         done: list[str] = []
         try:
             for table, rows in batch.rows.items():
-                self.store.insert_rows(table, rows)
+                self.stats.rows_written += self._insert_table(
+                    table, rows, batch.sources.get(table, []))
                 done.append(table)
         except StoreError as exc:
             self._insert_failed(batch, done, exc)
             return
-        self._failures = 0
+        if self._failures:  # the store is back: read again
+            self._failures = 0
+            self._consumer.resume(self._consumer.assignment())
         self._batcher.written(batch)
         self._producer.flush(10)  # dead letters of this batch are out before we commit
         self._commit(batch)
         self.stats.flushes += 1
-        self.stats.rows_written += batch.row_count
         self.stats.events_written += len(batch.event_ids)
+
+    def _insert_table(self, table: str, rows: list[dict[str, Any]],
+                      sources: list[tuple[int, int, Any]]) -> int:
+        """One columnar insert; events whose rows do not fit the table are dead-lettered."""
+        try:
+            data = self.store.arrow(table, rows)
+        except RowError:
+            rows, bad = split_bad_rows(rows, sources, lambda r: self.store.arrow(table, r))
+            for msg, error in bad:
+                self._dead_letter(msg, f"{table}: {error}")
+            if not rows:
+                return 0
+            data = self.store.arrow(table, rows)
+        return self.store.insert_arrow(table, data)
 
     def _insert_failed(self, batch: Batch, done: list[str], exc: StoreError) -> None:
         self.stats.insert_failures += 1
         for table in done:  # written already: do not write those rows twice
-            self.stats.rows_written += len(batch.rows.pop(table))
+            batch.rows.pop(table)
+            batch.sources.pop(table, None)
         self._batcher.restore(batch)
         delay = _RETRY_S[min(self._failures, len(_RETRY_S) - 1)]
+        if not self._failures:  # hold reading (still polling, so the group keeps us) until
+            self._consumer.pause(self._consumer.assignment())  # the batch is written
         self._failures += 1
-        log.error("history insert failed tables=%s retry_in_s=%.1f error=%s",
-                  sorted(batch.rows), delay, exc)
+        log.error(
+            "history insert failed tables=%s retry_in_s=%.1f error=%s",
+            sorted(batch.rows),
+            delay,
+            exc,
+        )
         self._stop.wait(delay)
 
     def _commit(self, batch: Batch) -> None:
@@ -239,5 +279,6 @@ class HistorySink:
 
     def _known_models(self) -> dict[str, str]:
         res = self.store.query(
-            "SELECT node_id, argMax(gpu_model, ts) FROM node_inventory GROUP BY node_id")
+            "SELECT node_id, argMax(gpu_model, ts) FROM node_inventory GROUP BY node_id"
+        )
         return {str(n): str(m) for n, m in res.rows}

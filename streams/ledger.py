@@ -30,7 +30,9 @@ def read_final_decisions(
     kafka: KafkaConfig, codec: Codec, *, topic: str = DECISIONS_PLACEMENT, timeout_s: float = 60.0
 ) -> dict[str, dict[str, Any]]:
     """job_id -> its last final PlacementDecision record, read from the whole topic."""
-    c = consumer(kafka, group_id=f"gpuflow-ledger-{time.monotonic_ns()}", **{"enable.partition.eof": True})
+    c = consumer(
+        kafka, group_id=f"gpuflow-ledger-{time.monotonic_ns()}", **{"enable.partition.eof": True}
+    )
     started = time.monotonic()
     try:
         meta = c.list_topics(topic, timeout=10).topics.get(topic)
@@ -45,12 +47,13 @@ def read_final_decisions(
             if time.monotonic() - started > timeout_s:
                 raise TimeoutError(f"decision log not read within {timeout_s}s")
             for msg in c.consume(10_000, timeout=0.5):
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
+                error, partition = msg.error(), int(msg.partition() or 0)
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(partition)
                     continue
-                if msg.offset() + 1 >= ends.get(msg.partition(), 0):
-                    pending.discard(msg.partition())
+                if int(msg.offset() or 0) + 1 >= ends.get(partition, 0):
+                    pending.discard(partition)
                 try:
                     _, record = codec.decode(msg.value(), topic=topic)
                 except DecodeError:

@@ -105,14 +105,24 @@ class Runtime:
     async def dead_letter(self, message: Any, error: Exception | str, consumer_name: str) -> None:
         """Park bytes we cannot use, with why and where they came from; the stream goes on."""
         record = {
-            "event_id": new_event_id(), "ts": now_ms(), "source_topic": message.topic,
-            "partition": int(message.partition), "offset": int(message.offset),
+            "event_id": new_event_id(),
+            "ts": now_ms(),
+            "source_topic": message.topic,
+            "partition": int(message.partition),
+            "offset": int(message.offset),
             "key": message.key if isinstance(message.key, bytes) else None,
             "value": message.value if isinstance(message.value, bytes) else None,
-            "error": str(error)[:2000], "consumer": consumer_name,
-        }  # fmt: skip
-        log.warning("dead letter topic=%s partition=%s offset=%s consumer=%s error=%s",
-                    message.topic, message.partition, message.offset, consumer_name, error)  # fmt: skip
+            "error": str(error)[:2000],
+            "consumer": consumer_name,
+        }
+        log.warning(
+            "dead letter topic=%s partition=%s offset=%s consumer=%s error=%s",
+            message.topic,
+            message.partition,
+            message.offset,
+            consumer_name,
+            error,
+        )
         try:
             value = self.codec.encode("DeadLetter", record, topic=DEADLETTER)
         except CodecError:

@@ -22,7 +22,7 @@ from typing import Any
 
 from infra.jobspec import job_problems
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
-from scorer import ClusterState, Placer, PlacementResult, ReservationError, rank_regions
+from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank_regions
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 
@@ -80,14 +80,23 @@ class Scheduler:
                 self._reserve_quietly(job_id, entry["assignments"])
         for job_id, decision in logged.items():
             if decision["outcome"] == "PLACED" and job_id not in self.reservations:
-                entry = {"region": decision["region"], "assignments": decision["assignments"],
-                         "gpu_model": decision.get("gpu_model"), "released": False}  # fmt: skip
+                entry = {
+                    "region": decision["region"],
+                    "assignments": decision["assignments"],
+                    "gpu_model": decision.get("gpu_model"),
+                    "released": False,
+                }
                 self.reservations[job_id] = entry
                 self._reserve_quietly(job_id, entry["assignments"])
         for job_id in [j for j in self.queue if j in self.final]:
             del self.queue[job_id]
-        log.info("rebuilt nodes=%d final=%d held=%d queued=%d", len(self.nodes),
-                 len(self.final), len(self.state.jobs), len(self.queue))  # fmt: skip
+        log.info(
+            "rebuilt nodes=%d final=%d held=%d queued=%d",
+            len(self.nodes),
+            len(self.final),
+            len(self.state.jobs),
+            len(self.queue),
+        )
 
     def _reserve_quietly(self, job_id: str, assignments: Any) -> None:
         try:
@@ -105,25 +114,55 @@ class Scheduler:
         submitted_ts = int(job["ts"])
         problems = job_problems(job)
         if problems:
-            return [self._final(job, "REJECTED", None, submitted_ts, 1, started_ns,
-                                reasons=[f"invalid job spec: {p}" for p in problems])]  # fmt: skip
+            return [
+                self._final(
+                    job,
+                    "REJECTED",
+                    None,
+                    submitted_ts,
+                    1,
+                    started_ns,
+                    reasons=[f"invalid job spec: {p}" for p in problems],
+                )
+            ]
         ranked = rank_regions(job_spec(job), self.state.region_views())
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
-            return [self._final(job, "REJECTED", None, submitted_ts, 1, started_ns,
-                                reasons=[f"no known region satisfies allowed_regions={allowed}"])]
+            return [
+                self._final(
+                    job,
+                    "REJECTED",
+                    None,
+                    submitted_ts,
+                    1,
+                    started_ns,
+                    reasons=[f"no known region satisfies allowed_regions={allowed}"],
+                )
+            ]
         regions = [r for r, _ in ranked]
         routed = {
-            "event_id": new_event_id(), "ts": now_ms(), "job": dict(job),
-            "submitted_ts": submitted_ts, "region": regions[0], "candidates": regions[1:],
-            "attempt": 1, "region_score": float(ranked[0][1]), "refusals": {},
-            "queue_region": None, "worker_us": _us_since(started_ns),
-        }  # fmt: skip
+            "event_id": new_event_id(),
+            "ts": now_ms(),
+            "job": dict(job),
+            "submitted_ts": submitted_ts,
+            "region": regions[0],
+            "candidates": regions[1:],
+            "attempt": 1,
+            "region_score": float(ranked[0][1]),
+            "refusals": {},
+            "queue_region": None,
+            "worker_us": _us_since(started_ns),
+        }
         return [self._routed(routed)]
 
     def _routed(self, routed: dict[str, Any]) -> Outgoing:
-        return outgoing(JOBS_ROUTED, routed["job"]["job_id"], routed,
-                        region=routed["region"], partitions=self.partitions)  # fmt: skip
+        return outgoing(
+            JOBS_ROUTED,
+            routed["job"]["job_id"],
+            routed,
+            region=routed["region"],
+            partitions=self.partitions,
+        )
 
     # -- placement ----------------------------------------------------------------------------
 
@@ -151,17 +190,26 @@ class Scheduler:
             log.error("reservation refused job_id=%s: %s", job_id, exc)
             return None
         record = decision_record(
-            job, "PLACED", event_id=new_event_id(job_id, "final"), ts=now_ms(),
-            submitted_ts=int(routed["submitted_ts"]), attempt=int(routed["attempt"]),
-            worker_us=int(routed.get("worker_us", 0)) + _us_since(started_ns), result=result,
-        )  # fmt: skip
-        self.reservations[job_id] = {"region": record["region"],
-                                     "assignments": record["assignments"],
-                                     "gpu_model": record["gpu_model"], "released": False}  # fmt: skip
+            job,
+            "PLACED",
+            event_id=new_event_id(job_id, "final"),
+            ts=now_ms(),
+            submitted_ts=int(routed["submitted_ts"]),
+            attempt=int(routed["attempt"]),
+            worker_us=int(routed.get("worker_us", 0)) + _us_since(started_ns),
+            result=result,
+        )
+        self.reservations[job_id] = {
+            "region": record["region"],
+            "assignments": record["assignments"],
+            "gpu_model": record["gpu_model"],
+            "released": False,
+        }
         self.queue.pop(job_id, None)
         self.final.add(job_id)
-        return outgoing(DECISIONS_PLACEMENT, job_id, record, region=record["region"],
-                        partitions=self.partitions)  # fmt: skip
+        return outgoing(
+            DECISIONS_PLACEMENT, job_id, record, region=record["region"], partitions=self.partitions
+        )
 
     def _refused(
         self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
@@ -175,24 +223,56 @@ class Scheduler:
             return []  # still no room; stays queued
         if candidates or (queue_region and queue_region != region):
             nxt = candidates[0] if candidates else queue_region
-            forwarded = {**routed, "event_id": new_event_id(), "ts": now_ms(), "region": nxt,
-                         "candidates": candidates[1:], "attempt": int(routed["attempt"]) + 1,
-                         "refusals": refusals, "queue_region": queue_region,
-                         "worker_us": worker_us}  # fmt: skip
+            forwarded = {
+                **routed,
+                "event_id": new_event_id(),
+                "ts": now_ms(),
+                "region": nxt,
+                "candidates": candidates[1:],
+                "attempt": int(routed["attempt"]) + 1,
+                "refusals": refusals,
+                "queue_region": queue_region,
+                "worker_us": worker_us,
+            }
             return [self._routed(forwarded)]
         submitted_ts, attempt = int(routed["submitted_ts"]), int(routed["attempt"])
         if queue_region == region:
             self.queue[job["job_id"]] = {**routed, "refusals": refusals, "queued_ts": now_ms()}
             record = decision_record(
-                job, "QUEUED", event_id=new_event_id(job["job_id"], "queued"), ts=now_ms(),
-                submitted_ts=submitted_ts, attempt=attempt, worker_us=worker_us, region=region,
-                reasons=["no free capacity now; waiting in the region queue"], refusals=refusals,
-            )  # fmt: skip
-            return [outgoing(DECISIONS_PLACEMENT, job["job_id"], record, region=region,
-                             partitions=self.partitions)]  # fmt: skip
+                job,
+                "QUEUED",
+                event_id=new_event_id(job["job_id"], "queued"),
+                ts=now_ms(),
+                submitted_ts=submitted_ts,
+                attempt=attempt,
+                worker_us=worker_us,
+                region=region,
+                reasons=["no free capacity now; waiting in the region queue"],
+                refusals=refusals,
+            )
+            return [
+                outgoing(
+                    DECISIONS_PLACEMENT,
+                    job["job_id"],
+                    record,
+                    region=region,
+                    partitions=self.partitions,
+                )
+            ]
         reasons = list(result.reasons) or ["no node in any allowed region can ever host this job"]
-        return [self._final(job, "REJECTED", region, submitted_ts, attempt, started_ns,
-                            reasons=reasons, refusals=refusals, worker_us=worker_us)]  # fmt: skip
+        return [
+            self._final(
+                job,
+                "REJECTED",
+                region,
+                submitted_ts,
+                attempt,
+                started_ns,
+                reasons=reasons,
+                refusals=refusals,
+                worker_us=worker_us,
+            )
+        ]
 
     def _final(
         self,
@@ -210,13 +290,20 @@ class Scheduler:
         job_id = job["job_id"]
         self.final.add(job_id)
         record = decision_record(
-            job, outcome, event_id=new_event_id(job_id, "final"), ts=now_ms(),
-            submitted_ts=submitted_ts, attempt=attempt,
+            job,
+            outcome,
+            event_id=new_event_id(job_id, "final"),
+            ts=now_ms(),
+            submitted_ts=submitted_ts,
+            attempt=attempt,
             worker_us=_us_since(started_ns) if worker_us is None else worker_us,
-            region=region, reasons=reasons, refusals=refusals,
-        )  # fmt: skip
-        return outgoing(DECISIONS_PLACEMENT, job_id, record, region=region,
-                        partitions=self.partitions)  # fmt: skip
+            region=region,
+            reasons=reasons,
+            refusals=refusals,
+        )
+        return outgoing(
+            DECISIONS_PLACEMENT, job_id, record, region=region, partitions=self.partitions
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -233,13 +320,33 @@ class Scheduler:
         self.reservations[job_id] = {**entry, "released": True}
         return self.retry_queue(entry["region"])
 
-    def retry_queue(self, region: str) -> list[Outgoing]:
-        """Place waiting jobs of a region, highest priority first, then oldest."""
+    def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
+        """Place waiting jobs of a region, highest priority first, then oldest.
+
+        Jobs needing more whole GPUs than the region has free are skipped without scoring, and
+        the scan stops after `max_refusals` refusals, so a release costs bounded work however
+        long the queue is (smaller jobs behind a big one may backfill).
+        """
         waiting = [r for r in self.queue.values() if r["region"] == region]
+        if not waiting:
+            return []
         waiting.sort(key=lambda r: (-int(r["job"].get("priority", 0)), int(r["queued_ts"])))
+        free = sum(self.state.free_gpus(region).values())
         out: list[Outgoing] = []
+        refused = 0
         for routed in waiting:
-            out.extend(self.place({**routed, "_retry": True}, started_ns=time.perf_counter_ns()))
+            job = routed["job"]
+            need = int(job.get("gpu_count", 1)) if int(job.get("gpu_milli", 1000)) >= 1000 else 0
+            if need > free:
+                continue
+            placed = self.place({**routed, "_retry": True}, started_ns=time.perf_counter_ns())
+            if placed:
+                out.extend(placed)
+                free -= need
+            else:
+                refused += 1
+                if refused >= max_refusals:
+                    break
         return out
 
     def queued_in(self, region: str) -> int:

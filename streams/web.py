@@ -25,7 +25,7 @@ SQL_PATH = "/sql/"
 def run_request(store: Store, body: Any) -> tuple[int, dict[str, Any]]:
     """Validate one request body and run it; (HTTP status, JSON answer)."""
     if not isinstance(body, Mapping) or not isinstance(body.get("query"), str):
-        return 400, {"error": "expected JSON {\"query\": \"SELECT ...\", \"params\": {...}}"}
+        return 400, {"error": 'expected JSON {"query": "SELECT ...", "params": {...}}'}
     params = body.get("params") or {}
     if not isinstance(params, Mapping):
         return 400, {"error": "params must be an object of name: value"}

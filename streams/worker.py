@@ -21,8 +21,10 @@ def main() -> None:
         print(f"gpuflow worker: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     if config.kafka.embedded:
-        print("gpuflow worker: set GPUFLOW_KAFKA_BOOTSTRAP_SERVERS (or run `gpuflow up`)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "gpuflow worker: set GPUFLOW_KAFKA_BOOTSTRAP_SERVERS (or run `gpuflow up`)",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     app, _runtime = create_app(config)
     from faust.worker import Worker

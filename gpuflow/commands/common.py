@@ -25,8 +25,10 @@ def fail(message: str) -> typer.Exit:
 def write_stack_file(config: Config) -> Path:
     path = config.data_dir / STACK_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    info = {"bootstrap_servers": config.kafka.bootstrap_servers,
-            "web": f"http://{config.worker.web_host}:{config.worker.web_port}"}  # fmt: skip
+    info = {
+        "bootstrap_servers": config.kafka.bootstrap_servers,
+        "web": f"http://{config.worker.web_host}:{config.worker.web_port}",
+    }
     path.write_text(json.dumps(info))
     return path
 
@@ -43,9 +45,7 @@ def running_config(data_dir: Path | None = None, **overrides: Any) -> Config:
     if config.kafka.embedded:
         stack = config.data_dir / STACK_FILE
         if not stack.is_file():
-            raise fail(
-                "no broker: run `gpuflow up` first, or set GPUFLOW_KAFKA_BOOTSTRAP_SERVERS"
-            )
+            raise fail("no broker: run `gpuflow up` first, or set GPUFLOW_KAFKA_BOOTSTRAP_SERVERS")
         info = json.loads(stack.read_text())
         config = config.with_bootstrap(info["bootstrap_servers"])
     return config

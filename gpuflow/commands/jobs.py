@@ -55,10 +55,18 @@ def submit(
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
 ) -> None:
     """Submit one job and print its decision."""
-    flags = {"job_id": job_id, "gpu_count": gpus, "gpu_milli": gpu_milli,
-             "allowed_gpu_models": gpu_model or None, "allowed_regions": region or None,
-             "kind": kind, "precision": precision, "params_b": params_b, "priority": priority,
-             "expected_duration_s": duration}  # fmt: skip
+    flags = {
+        "job_id": job_id,
+        "gpu_count": gpus,
+        "gpu_milli": gpu_milli,
+        "allowed_gpu_models": gpu_model or None,
+        "allowed_regions": region or None,
+        "kind": kind,
+        "precision": precision,
+        "params_b": params_b,
+        "priority": priority,
+        "expected_duration_s": duration,
+    }
     try:
         record = _spec_from(job_file, flags)
     except JobSpecError as exc:
@@ -82,8 +90,11 @@ def _submit_and_wait(config: Config, record: dict[str, Any], timeout: float) -> 
         _assign_all(c, DECISIONS_PLACEMENT, OFFSET_END)
         c.consume(1, timeout=0.5)  # settles the assignment at the end before we produce
         p = producer(config.kafka)
-        p.produce(JOBS_SUBMITTED, key=record["job_id"].encode(),
-                  value=codec.encode("JobSubmitted", record, topic=JOBS_SUBMITTED))  # fmt: skip
+        p.produce(
+            JOBS_SUBMITTED,
+            key=record["job_id"].encode(),
+            value=codec.encode("JobSubmitted", record, topic=JOBS_SUBMITTED),
+        )
         p.flush(10)
         deadline = time.monotonic() + timeout
         queued: dict | None = None
@@ -103,8 +114,13 @@ def _submit_and_wait(config: Config, record: dict[str, Any], timeout: float) -> 
 
 
 def watch(
-    kind: Annotated[str, typer.Argument(help="placement, preemption, migration, bandwidth, "
-                                             "deadletter, ... (a topic's last name part)")] = "placement",  # fmt: skip
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="placement, preemption, migration, bandwidth, "
+            "deadletter, ... (a topic's last name part)"
+        ),
+    ] = "placement",
     from_beginning: Annotated[bool, typer.Option(help="Replay the topic first.")] = False,
     count: Annotated[int | None, typer.Option(help="Stop after this many events.")] = None,
     timeout: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
@@ -135,7 +151,7 @@ def watch(
         c.close()
 
 
-def _line(codec: Any, value: bytes) -> str:
+def _line(codec: Any, value: bytes | None) -> str:
     try:
         name, record = codec.decode(value)
     except DecodeError as exc:
@@ -154,6 +170,7 @@ def topics(
     table = Table("topic", "event", "messages", "compacted", title=config.kafka.bootstrap_servers)
     for spec in TOPICS:
         n = counts.get(spec.name)
-        table.add_row(spec.name, spec.event, "-" if n is None else f"{n:,}",
-                      "yes" if spec.compacted else "")  # fmt: skip
+        table.add_row(
+            spec.name, spec.event, "-" if n is None else f"{n:,}", "yes" if spec.compacted else ""
+        )
     Console().print(table)

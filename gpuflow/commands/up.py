@@ -57,17 +57,23 @@ def up(
     with Stack(config) as stack:
         write_stack_file(stack.config)
         cfg = stack.config
-        console.print(f"[bold]gpuflow[/bold] broker {cfg.kafka.bootstrap_servers}  worker pid "
-                      f"{stack.worker.pid if stack.worker else '-'}  {len(fleet_obj.nodes)} nodes "
-                      f"in {len(fleet_obj.spec.regions)} regions  logs {cfg.data_dir}")  # fmt: skip
+        console.print(
+            f"[bold]gpuflow[/bold] broker {cfg.kafka.bootstrap_servers}  worker pid "
+            f"{stack.worker.pid if stack.worker else '-'}  {len(fleet_obj.nodes)} nodes "
+            f"in {len(fleet_obj.spec.regions)} regions  logs {cfg.data_dir}"
+        )
         from agents import run_fleet
 
         regions = [r.name for r in fleet_obj.spec.regions]
         twin = ExecutorTwin(cfg, time_scale=time_scale, on_decision=decisions.put)
         stack.spawn("fleet", run_fleet, cfg, fleet_obj)
         stack.spawn("executor", twin.run)
-        jobs = generate_jobs(max(1000, int(rate * (duration or 3600)) + 10), seed=seed,
-                             regions=regions, prefix=f"job{int(time.time()) % 100000}")  # fmt: skip
+        jobs = generate_jobs(
+            max(1000, int(rate * (duration or 3600)) + 10),
+            seed=seed,
+            regions=regions,
+            prefix=f"job{int(time.time()) % 100000}",
+        )
         stack.spawn("jobgen", run_jobgen, cfg, jobs, rate_per_s=max(rate, 1e-3))
         try:
             while duration is None or time.monotonic() - started < duration:

@@ -17,7 +17,8 @@ ORDER BY (region, node_id, ts, event_id);
 
 -- One row per GPU sample; node-level fields (node_healthy, disk/net, energy) repeat on each
 -- GPU row of the same event: aggregate them with any() per event_id. gpu_model is filled by
--- the history sink from the node's latest NodeInventory ('' when not yet known).
+-- the history sink from the node's latest NodeInventory ('' when not yet known), so it stays
+-- out of the sort key: a replay enriched differently still collapses with the original.
 CREATE TABLE IF NOT EXISTS node_telemetry (
     ts DateTime64(3, 'UTC'), event_id String, schema UInt16,
     node_id String, region LowCardinality(String), gpu_model LowCardinality(String),
@@ -31,7 +32,7 @@ CREATE TABLE IF NOT EXISTS node_telemetry (
     energy_j Nullable(Float64), perf_per_watt Nullable(Float32)
 ) ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(ts)
-ORDER BY (region, gpu_model, node_id, ts, gpu_index, event_id)
+ORDER BY (region, node_id, ts, gpu_index, event_id)
 TTL toDateTime(ts) + INTERVAL 30 DAY;
 
 CREATE TABLE IF NOT EXISTS link_telemetry (

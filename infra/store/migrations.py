@@ -16,7 +16,14 @@ from pathlib import Path
 from infra.store._client import Store
 from infra.store.errors import StoreError
 
-__all__ = ["DDL_DIR", "Migration", "apply_migrations", "applied_versions", "load_migrations", "statements"]
+__all__ = [
+    "DDL_DIR",
+    "Migration",
+    "applied_versions",
+    "apply_migrations",
+    "load_migrations",
+    "statements",
+]
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ class GpuModelFilter:
     static = True
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
-        return model_allowed(ctx.models.allowed & ctx.models.known, ctx.node_model)
+        return model_allowed(ctx.models.listed, ctx.node_model)
 
     def explain(self, ctx: CycleContext, slot: int) -> Status:
         model = int(ctx.state.model[slot])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scorer.framework import CycleContext, clamp_score
+from scorer.framework import CycleContext
 
 __all__ = ["NAME", "CarbonScore", "carbon_score"]
 
@@ -28,4 +28,5 @@ def carbon_score(g_per_kwh: np.ndarray, watts: np.ndarray, speed: np.ndarray) ->
     """
     grams = g_per_kwh * watts / np.maximum(speed, 1e-9)
     cleanest = float(grams.min(initial=np.inf)) if grams.size else 0.0
-    return clamp_score(np.where(grams > 0, 100.0 * cleanest / np.maximum(grams, 1e-12), 100.0))
+    # cleanest <= grams, so the ratio is already within 0..100
+    return np.where(grams > 0, 100.0 * cleanest / np.maximum(grams, 1e-12), 100.0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scorer.framework import CycleContext, clamp_score
+from scorer.framework import CycleContext
 
 __all__ = ["NAME", "CostScore", "cost_score"]
 
@@ -43,4 +43,4 @@ def cost_score(
     out = np.where(cost > 0, 100.0 * cheapest / np.maximum(cost, 1e-12), 100.0)
     if reference_hours is not None and budget_usd is not None:
         out = np.where(cost * reference_hours > budget_usd, 0.0, out)
-    return clamp_score(out)
+    return out  # cheapest <= cost: already within 0..100

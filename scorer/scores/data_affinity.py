@@ -14,9 +14,8 @@ NAME = "data_affinity"
 class DataAffinityScore:
     name = NAME
 
-    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
-        data_region = ctx.job.data_region
-        idx = None if data_region is None else ctx.state.region_index(data_region)
-        if data_region is None:
-            return np.full(slots.shape[0], 100.0)
+    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray | float:
+        if ctx.job.data_region is None:
+            return 100.0
+        idx = ctx.state.region_index(ctx.job.data_region)
         return np.where(ctx.state.region[slots] == idx, 100.0, 0.0)

@@ -52,8 +52,8 @@ class FragmentationScore:
         s = ctx.state
         w = s.free_whole[slots].astype(float)
         if not ctx.fractional:
-            k = ctx.gpus_taken(slots).astype(float)
-            return growth_score(self._whole_growth(w, w - k), k * FULL)
+            k = ctx.gpus_taken(slots)
+            return growth_score(self._whole_growth(w, w - k), np.asarray(k * FULL, float))
         return self._share_score(ctx, slots, w)
 
     def _whole_growth(self, w: np.ndarray, w_after: np.ndarray) -> np.ndarray:

@@ -6,15 +6,18 @@ import numpy as np
 
 from scorer.framework import CycleContext, clamp_score
 
-__all__ = ["NAME", "MemoryFitScore", "memory_fit_score"]
+__all__ = ["NAME", "UNKNOWN_NEED_SCORE", "MemoryFitScore", "memory_fit_score"]
 
 NAME = "memory_fit"
+UNKNOWN_NEED_SCORE = 50.0
 
 
 class MemoryFitScore:
     name = NAME
 
-    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
+    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray | float:
+        if ctx.models.memory_need_mib <= 0:
+            return UNKNOWN_NEED_SCORE
         return memory_fit_score(ctx.models.memory_need_mib, ctx.state.gpu_memory_mib[slots])
 
 
@@ -24,6 +27,6 @@ def memory_fit_score(need_mib: int, gpu_memory_mib: np.ndarray) -> np.ndarray:
     e.g. 20,028 MiB on a 40,960 MiB A100-40 -> 48.9; on an 81,920 MiB H100 -> 24.4.
     """
     if need_mib <= 0:
-        return np.full(gpu_memory_mib.shape[0], 50.0)
+        return np.full(gpu_memory_mib.shape[0], UNKNOWN_NEED_SCORE)
     mem = np.maximum(gpu_memory_mib, 1)
     return clamp_score(100.0 * need_mib / mem)

@@ -20,13 +20,17 @@ DOMAIN_SCORES = {"node": 100.0, "rack": 75.0, "zone": 50.0, "region": 25.0, "glo
 class TopologyScore:
     name = NAME
 
-    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
+    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray | float:
+        if ctx.job.gpu_count == 1:
+            return 100.0  # one GPU (or a share) does not communicate
         k = ctx.gpus_taken(slots)
         link = ctx.models.link_gbs[ctx.state.model[slots]]
         return node_topology_score(k, ctx.state.island_free[slots], link)
 
 
-def node_topology_score(gpus: np.ndarray, island_free: np.ndarray, link_gbs: np.ndarray):
+def node_topology_score(
+    gpus: np.ndarray | int, island_free: np.ndarray, link_gbs: np.ndarray
+) -> np.ndarray:
     """100 if an island fits the gang (or 1 GPU), else 70 with fast links (>100 GB/s), else 40."""
     one_island = (gpus <= 1) | (island_free >= gpus)
     return np.where(one_island, 100.0, np.where(link_gbs > 100, 70.0, 40.0))

@@ -13,8 +13,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from agents import Fault, SimulatedFleet, TierPolicy, demo_fleet, generate_nodes, run_fleet
 from infra.config import Config
 from infra.kafka import consumer
-from infra.topics import GRID_SIGNALS, LINK_TELEMETRY, NODE_INVENTORY, NODE_TELEMETRY
-from infra.topics import region_partition
+from infra.topics import (
+    GRID_SIGNALS,
+    LINK_TELEMETRY,
+    NODE_INVENTORY,
+    NODE_TELEMETRY,
+    region_partition,
+)
 from schemas.codec import SingleObjectCodec
 
 pytestmark = pytest.mark.integration
@@ -27,7 +32,8 @@ def _read_all(c: Consumer, topics: list[str], idle_s: float = 1.5) -> list:
     multi-record batch, so offsets cannot tell when the end is reached.
     """
     meta = c.list_topics(timeout=5)
-    c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in meta.topics[t].partitions])
+    c.assign([TopicPartition(t, p, OFFSET_BEGINNING)
+              for t in topics for p in meta.topics[t].partitions])  # fmt: skip
     out = []
     last = time.monotonic()
     while time.monotonic() - last < idle_s:

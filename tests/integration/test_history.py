@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from infra.kafka import consumer, ensure_topics, producer
 from infra.store import Store, open_store
 from infra.store import queries as Q
 from infra.store import samples as S
-from infra.topics import DEADLETTER, NODE_TELEMETRY, topic_for_event
+from infra.topics import DEADLETTER, JOBS_SUBMITTED, NODE_TELEMETRY, topic_for_event
 from schemas import SingleObjectCodec
 from streams.history import HistorySink
 
@@ -145,13 +146,15 @@ def _run_sink(cfg: Config, database: str) -> tuple[Any, dict[str, list[dict[str,
     inv, tel, jobs, others = _inventory(), _telemetry(), _jobs(), _others()
     _send(prod, inv)
     _wait(sink, len(inv))
-    _send(prod, tel + jobs + others)
+    unfit = ("JobSubmitted", S.job_submitted("j-unfit", "a", H, gpu_count=-1))  # UInt16 column
+    _send(prod, [*tel, *jobs, *others, unfit])
     prod.produce(NODE_TELEMETRY, b"\x00garbage", key=b"bad-key")
     _send(prod, [])
-    _wait(sink, len(inv) + len(tel) + len(jobs) + len(others))
+    total = len(inv) + len(tel) + len(jobs) + len(others) + 1
+    _wait(sink, total)
     replay = [e for e in jobs if e[0] == "PlacementDecision"] + tel[:6]
     _send(prod, replay)  # at-least-once: the same event ids again
-    _wait(sink, len(inv) + len(tel) + len(jobs) + len(others) + len(replay) + 1)
+    _wait(sink, total + len(replay) + 2)  # + the two dead letters, stored too
     sink.stop()
     stats = sink.stats
     store.close()
@@ -164,9 +167,10 @@ def _run_sink(cfg: Config, database: str) -> tuple[Any, dict[str, list[dict[str,
 def _dead_letters(cfg: Config) -> list[Any]:
     c = consumer(cfg.kafka, f"dl-{uuid.uuid4().hex[:6]}")
     c.subscribe([DEADLETTER])
-    found, deadline = [], time.monotonic() + 15
-    while not found and time.monotonic() < deadline:
-        found = [m for m in c.consume(100, timeout=0.5) if m.error() is None]
+    found: list[Any] = []
+    deadline = time.monotonic() + 15
+    while len(found) < 2 and time.monotonic() < deadline:
+        found += [m for m in c.consume(100, timeout=0.5) if m.error() is None]
     c.close()
     return [CODEC.decode(m.value())[1] for m in found]
 
@@ -223,14 +227,16 @@ def _q(values: list[float], level: float) -> float:
 
 def test_sink_counts_replays_and_dead_letters(scenario: Scenario) -> None:
     stats = scenario.sink_stats
-    assert stats.dead_lettered == 1
-    assert stats.duplicates == 10 + 1 + 6  # placements replayed + telemetry replayed
+    assert stats.dead_lettered == 2  # garbage bytes + an event whose row does not fit
+    assert stats.duplicates == 12 + 6  # placements replayed + telemetry replayed
     assert stats.insert_failures == 0
-    assert scenario.dead_letters[0]["source_topic"] == NODE_TELEMETRY
-    assert scenario.dead_letters[0]["value"] == b"\x00garbage"
-    assert scenario.dead_letters[0]["key"] == b"bad-key"
-    stored = _rows(scenario, "SELECT source_topic, key, error FROM dead_letters FINAL")
-    assert [(r["source_topic"], r["key"]) for r in stored] == [(NODE_TELEMETRY, "bad-key")]
+    dead = {d["source_topic"]: d for d in scenario.dead_letters}
+    assert dead[NODE_TELEMETRY]["value"] == b"\x00garbage"
+    assert dead[NODE_TELEMETRY]["key"] == b"bad-key"
+    assert "gpu_count" in dead[JOBS_SUBMITTED]["error"]
+    assert CODEC.decode(dead[JOBS_SUBMITTED]["value"])[1]["job_id"] == "j-unfit"
+    stored = _rows(scenario, "SELECT source_topic FROM dead_letters FINAL ORDER BY 1")
+    assert [r["source_topic"] for r in stored] == sorted([NODE_TELEMETRY, JOBS_SUBMITTED])
 
 
 def test_every_event_type_is_stored_once(scenario: Scenario) -> None:
@@ -254,8 +260,7 @@ def test_utilisation_by_region_model(scenario: Scenario) -> None:
     got = _rows(scenario, Q.UTILISATION_BY_REGION_MODEL)
     assert len(got) == len(groups) == 15
     for row in got:
-        minute = (int(row["minute"].timestamp() * 1000) if hasattr(row["minute"], "timestamp")
-                  else 0)
+        minute = int(row["minute"].replace(tzinfo=UTC).timestamp() * 1000)
         key = ((minute - H) // 60_000, row["region"], row["gpu_model"])
         assert row["util_pct"] == pytest.approx(sum(groups[key]) / len(groups[key]), abs=0.01)
         assert row["util_max_pct"] == max(groups[key])
@@ -267,7 +272,7 @@ def test_free_capacity_and_queue(scenario: Scenario) -> None:
            for r in _rows(scenario, Q.FREE_CAPACITY_AND_QUEUE_1M)}
     per_minute: dict[tuple[int, str], list[tuple[int, int]]] = defaultdict(list)
     for rec in scenario.events["RegionSummary"]:
-        for model, total in rec["total_gpus_by_model"].items():
+        for model in rec["total_gpus_by_model"]:
             minute = (rec["ts"] - H) // 60_000
             per_minute[(minute, model)].append((rec["free_gpus_by_model"][model],
                                                 rec["queue_depth"]))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-
-from scorer_fixtures import REPO
+from pathlib import Path
 
 FORBIDDEN = (
     "streams",
@@ -23,13 +22,13 @@ FORBIDDEN = (
 )
 
 
-def test_scorer_imports_nothing_forbidden() -> None:
+def test_scorer_imports_nothing_forbidden(repo: Path) -> None:
     code = (
         "import json, sys, scorer, scorer.policies, scorer.router, scorer.views;"
         "print(json.dumps(sorted(sys.modules)))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=True
     )
     loaded = json.loads(out.stdout)
     bad = [m for m in loaded if m.split(".")[0] in FORBIDDEN]

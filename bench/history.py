@@ -1,0 +1,144 @@
+"""History store benchmark: batched telemetry inserts and the 1-minute rollup query.
+
+    .venv/bin/python bench/history.py [--rows 10000000] [--batch 1000000]
+
+Inserts `rows` per-GPU telemetry rows (one day, 8 regions x 6 GPU models) into a temporary
+chDB directory with insert_arrow (the materialized view keeps gpu_util_1m as it goes), then
+times the 1-minute rollup for the day, and the same rollup computed from the raw rows. Also
+times the sink's own path (row dicts -> Arrow -> insert) on a smaller sample.
+Writes bench/results/history.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from infra.config import load_config
+from infra.store import Store, open_store
+from infra.store import samples as S
+from infra.store.rows import RowContext, to_rows
+
+REGIONS = [f"region-{i}" for i in range(8)]
+MODELS = ["H100", "H200", "A100", "L40S", "MI300X", "B200"]
+DAY_MS = 86_400_000
+ROLLUP = """SELECT minute, region, gpu_model, avgMerge(util_avg) AS util, maxMerge(util_max)
+FROM gpu_util_1m WHERE minute >= {lo:DateTime} AND minute < {hi:DateTime}
+GROUP BY minute, region, gpu_model ORDER BY minute, region, gpu_model"""
+RAW = """SELECT toStartOfMinute(ts) AS minute, region, gpu_model, avg(util_pct), max(util_pct)
+FROM node_telemetry WHERE ts >= {lo:DateTime64(3)} AND ts < {hi:DateTime64(3)}
+GROUP BY minute, region, gpu_model ORDER BY minute, region, gpu_model"""
+
+
+def telemetry_chunk(store: Store, n: int, start: int, day0: int, rng: Any) -> pa.Table:
+    cols = dict(store.columns("node_telemetry"))
+    node = rng.integers(0, 5000, n)
+    data: dict[str, Any] = {
+        "ts": pa.array(day0 + rng.integers(0, DAY_MS, n), pa.timestamp("ms", tz="UTC")),
+        # 8 GPU rows per event share its 32-hex event id, as the sink writes them
+        "event_id": pa.array([f"{(start + i) // 8:032x}" for i in range(n)]),
+        "schema": np.ones(n, np.uint16),
+        "node_id": pa.array([f"node-{k:05d}" for k in node]),
+        # LowCardinality columns go as Arrow dictionaries, as Store.arrow() builds them
+        "region": pa.DictionaryArray.from_arrays((node % 8).astype(np.int32), REGIONS),
+        "gpu_model": pa.DictionaryArray.from_arrays((node % 6).astype(np.int32), MODELS),
+        "tier": pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), ["REALTIME"]),
+        "gpu_index": (np.arange(n) % 8).astype(np.uint16),
+        "util_pct": rng.random(n, np.float32) * 100,
+        "power_w": rng.random(n, np.float32) * 700,
+    }
+    arrays = []
+    for name, ch_type in cols.items():
+        if name in data:
+            arrays.append(pa.array(data[name]) if not isinstance(data[name], pa.Array)
+                          else data[name])
+        elif ch_type.startswith("Nullable"):
+            arrays.append(pa.nulls(n, pa.float32()))
+        elif ch_type == "Bool":
+            arrays.append(pa.array(np.ones(n, bool)))
+        elif ch_type.startswith("Array"):
+            arrays.append(pa.array([[]] * n, pa.list_(pa.int32())))
+        else:
+            arrays.append(pa.array(np.zeros(n, np.float32 if "Float" in ch_type else np.uint32)))
+    return pa.Table.from_arrays(arrays, names=list(cols))
+
+
+def time_query(store: Store, sql: str, params: dict[str, Any], runs: int = 3) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        t = time.perf_counter()
+        store.query(sql, params)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def sink_path_rate(store: Store, events: int, day0: int) -> float:
+    """Row dicts -> Arrow -> insert, as the sink does (decoding excluded)."""
+    ctx = RowContext({"n1": "H100"})
+    rows: list[dict[str, Any]] = []
+    for i in range(events):
+        rows += to_rows("NodeTelemetry", S.node_telemetry("n1", "eu", day0 + i, [50.0] * 8),
+                        ctx)[1]
+    t = time.perf_counter()
+    store.insert_rows("node_telemetry", rows)
+    return len(rows) / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--batch", type=int, default=1_000_000)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "history.json"))
+    args = ap.parse_args()
+    rng = np.random.default_rng(7)
+    day0 = (int(time.time() * 1000) // DAY_MS - 1) * DAY_MS  # yesterday, inside the TTL
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        store = open_store(load_config(env={}, data_dir=tmp))
+        open_s = time.perf_counter() - t
+        chunk_s = []
+        for start in range(0, args.rows, args.batch):
+            chunk = telemetry_chunk(store, min(args.batch, args.rows - start), start, day0, rng)
+            t = time.perf_counter()
+            store.insert_arrow("node_telemetry", chunk)
+            chunk_s.append(round(time.perf_counter() - t, 3))
+        insert_s = sum(chunk_s)
+        count = store.query("SELECT count() FROM node_telemetry").scalar()
+        params = {"lo": day0 // 1000, "hi": (day0 + DAY_MS) // 1000}
+        rollup_s = time_query(store, ROLLUP, params)
+        raw_s = time_query(store, RAW, {"lo": day0 / 1000, "hi": (day0 + DAY_MS) / 1000}, 1)
+        groups = len(store.query(ROLLUP, params).rows)
+        sink_rate = sink_path_rate(store, 25_000, day0)
+        store.close()
+    result = {
+        "command": "python " + " ".join(sys.argv),
+        "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
+        "load_avg_1m_at_end": round(os.getloadavg()[0], 2),  # other work on the same cores
+        "engine": "chDB (clickhouse-connect chdb://), insert_arrow, MV to gpu_util_1m on insert",
+        "rows": int(count), "batch_rows": args.batch, "open_store_s": round(open_s, 3),
+        "insert_s": round(insert_s, 3), "chunk_insert_s": chunk_s,
+        "rows_per_s": round(count / insert_s),
+        "rollup_query_s": round(rollup_s, 4), "rollup_groups": groups,
+        "raw_1m_groupby_query_s": round(raw_s, 3),
+        "sink_path_rows_per_s": round(sink_rate),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    for key, value in result.items():
+        print(f"{key:24} {value}")
+
+
+if __name__ == "__main__":
+    main()

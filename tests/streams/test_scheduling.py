@@ -1,0 +1,177 @@
+"""The worker's scheduling mechanism against plain dicts: route, place, spill, queue, release."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, region_partition
+from scorer import ClusterState, Placer
+from streams.outbox import Outgoing
+from streams.scheduling import Scheduler
+
+PARTS = 4
+
+
+def node(node_id: str, region: str, model: str = "A100-80", gpus: int = 8) -> dict[str, Any]:
+    return {
+        "node_id": node_id,
+        "region": region,
+        "gpu_model": model,
+        "gpu_count": gpus,
+        "gpu_memory_mib": 81920 if "80" in model or model == "H100" else 16384,
+        "zone": "z1",
+        "rack": "r1",
+        "price_per_gpu_hour": 2.0,
+    }
+
+
+def job(job_id: str, **kw: Any) -> dict[str, Any]:
+    return {
+        "event_id": f"e-{job_id}",
+        "ts": 1_000,
+        "job_id": job_id,
+        "gpu_count": 1,
+        "gpu_milli": 1000,
+        "kind": "TRAINING",
+        "precision": "FP16",
+        **kw,
+    }
+
+
+def make(*nodes: dict[str, Any]) -> Scheduler:
+    state = ClusterState()
+    s = Scheduler(state, Placer(state), reservations={}, queue={}, nodes={}, partitions=PARTS)
+    for n in nodes:
+        s.nodes[n["node_id"]] = n
+    s.rebuild({})
+    return s
+
+
+def now() -> int:
+    return time.perf_counter_ns()
+
+
+def decide(s: Scheduler, record: dict[str, Any]) -> list[Outgoing]:
+    """Route a job and follow it through every placer hop, as the broker would."""
+    out = s.route(record, started_ns=now())
+    decisions = []
+    while out:
+        msg = out.pop(0)
+        if msg.topic == JOBS_ROUTED:
+            assert msg.partition == region_partition(msg.record["region"], PARTS)
+            out.extend(s.place(dict(msg.record), started_ns=now()))
+        else:
+            decisions.append(msg)
+    return decisions
+
+
+def test_placed_job_reserves_and_is_final() -> None:
+    s = make(node("n1", "eu"))
+    [d] = decide(s, job("j1", gpu_count=4))
+    assert d.topic == DECISIONS_PLACEMENT and d.record["outcome"] == "PLACED"
+    assert d.partition == region_partition("eu", PARTS)
+    assert sum(len(a["gpu_indices"]) for a in d.record["assignments"]) == 4
+    assert s.reservations["j1"]["released"] is False
+    assert s.state.free_gpus("eu") == {"A100-80": 4}
+    # a replayed submission or routed event decides nothing new
+    assert decide(s, job("j1", gpu_count=4)) == []
+
+
+def test_spills_over_to_next_region_when_first_is_full() -> None:
+    s = make(node("n1", "eu", gpus=2), node("n2", "us", gpus=8))
+    decide(s, job("big0", gpu_count=2, allowed_regions=["eu"]))
+    [d] = decide(s, job("j2", gpu_count=2))
+    assert d.record["outcome"] == "PLACED" and d.record["region"] == "us"
+
+
+def test_queues_when_full_and_places_after_release() -> None:
+    s = make(node("n1", "eu", gpus=8))
+    decide(s, job("a", gpu_count=8))
+    [queued] = decide(s, job("b", gpu_count=8))
+    assert queued.record["outcome"] == "QUEUED" and "b" in s.queue
+    assert decide(s, job("b", gpu_count=8)) == []  # replay while queued: nothing new
+    out = s.on_job_event({"job_id": "a", "type": "FINISHED", "region": "eu"})
+    [placed] = [m for m in out if m.topic == DECISIONS_PLACEMENT]
+    assert placed.record["job_id"] == "b" and placed.record["outcome"] == "PLACED"
+    assert "b" not in s.queue
+    # releasing twice is harmless and frees nothing more
+    assert s.on_job_event({"job_id": "a", "type": "FINISHED", "region": "eu"}) == []
+    assert s.state.free_gpus("eu") == {}
+
+
+def test_never_fits_is_rejected_with_reasons() -> None:
+    s = make(node("n1", "eu", gpus=8), node("n2", "us", gpus=8))
+    [d] = decide(s, job("huge", gpu_count=64))
+    assert d.record["outcome"] == "REJECTED"
+    assert d.record["reasons"]
+    assert d.record["attempt"] == 2  # both regions were asked
+
+
+def test_invalid_spec_is_rejected_not_crashed() -> None:
+    s = make(node("n1", "eu"))
+    [d] = decide(s, job("bad", gpu_count=2, gpu_milli=500))
+    assert d.record["outcome"] == "REJECTED"
+    assert any("gpu_milli" in r for r in d.record["reasons"])
+
+
+def test_unknown_region_is_rejected() -> None:
+    s = make(node("n1", "eu"))
+    [d] = decide(s, job("x", allowed_regions=["mars"]))
+    assert d.record["outcome"] == "REJECTED" and "mars" in d.record["reasons"][0]
+
+
+def test_rebuild_reconciles_tables_with_the_decision_log() -> None:
+    s = make(node("n1", "eu"))
+    [d] = decide(s, job("logged", gpu_count=2))
+    [_] = decide(s, job("unlogged", gpu_count=2))
+    # crash: the table kept both, but only "logged" made it into the decision log,
+    # and a third decision reached the log while its table write was lost.
+    lost_table = dict(
+        d.record,
+        job_id="lost-table",
+        assignments=[{"node_id": "n1", "gpu_indices": [6, 7], "gpu_milli": 1000}],
+    )
+    state = ClusterState()
+    fresh = Scheduler(
+        state,
+        Placer(state),
+        reservations=dict(s.reservations),
+        queue={},
+        nodes=dict(s.nodes),
+        partitions=PARTS,
+    )
+    fresh.rebuild({"logged": d.record, "lost-table": lost_table})
+    assert set(fresh.reservations) == {"logged", "lost-table"}
+    assert fresh.final == {"logged", "lost-table"}
+    assert fresh.state.free_gpus("eu") == {"A100-80": 4}  # 2 + 2 held, "unlogged" dropped
+    # the dropped job replays and is decided again, exactly once
+    [again] = decide(fresh, job("unlogged", gpu_count=2))
+    assert again.record["outcome"] == "PLACED"
+
+
+def test_released_reservations_stay_released_after_rebuild() -> None:
+    s = make(node("n1", "eu"))
+    [d] = decide(s, job("done", gpu_count=8))
+    s.on_job_event({"job_id": "done", "type": "FINISHED", "region": "eu"})
+    state = ClusterState()
+    fresh = Scheduler(
+        state,
+        Placer(state),
+        reservations=dict(s.reservations),
+        queue={},
+        nodes=dict(s.nodes),
+        partitions=PARTS,
+    )
+    fresh.rebuild({"done": d.record})
+    assert fresh.state.free_gpus("eu") == {"A100-80": 8}
+
+
+@pytest.mark.parametrize("kind", ["STARTED", "PHASE", "CHECKPOINTED"])
+def test_non_terminal_events_hold_gpus(kind: str) -> None:
+    s = make(node("n1", "eu"))
+    decide(s, job("j", gpu_count=8))
+    assert s.on_job_event({"job_id": "j", "type": kind, "region": "eu"}) == []
+    assert s.state.free_gpus("eu") == {}
