@@ -7,14 +7,14 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.config import KafkaConfig
 from infra.errors import BrokerError
 from infra.topics import TOPICS, TopicSpec
 
-__all__ = ["admin", "consumer", "ensure_topics", "producer", "topic_offsets"]
+__all__ = ["admin", "consumer", "end_offsets", "ensure_topics", "producer", "topic_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -90,23 +90,57 @@ def _topic_config(spec: TopicSpec) -> dict[str, str]:
     return conf
 
 
-def topic_offsets(kafka: KafkaConfig, topics: Iterable[str]) -> Mapping[str, int]:
-    """Messages in each topic (sum over partitions of high - low watermark)."""
-    from confluent_kafka import TopicPartition
+def end_offsets(kafka: KafkaConfig, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
+    """The true end offset of every partition of `topic` (the next offset to be written).
 
-    c = consumer(kafka, group_id="gpuflow-offsets")
+    The embedded broker reports the high watermark as the base offset of the last batch + 1,
+    which undercounts when that batch holds several records. So we start reading just before
+    the reported mark and take the offset at which the consumer reaches end-of-partition.
+    """
+    c = consumer(
+        kafka, group_id=f"gpuflow-ends-{time.monotonic_ns()}", **{"enable.partition.eof": True}
+    )
     try:
-        meta = c.list_topics(timeout=5)
-        out: dict[str, int] = {}
-        for topic in topics:
-            tmeta = meta.topics.get(topic)
-            if tmeta is None:
-                continue
-            total = 0
-            for p in tmeta.partitions:
-                low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
-                total += max(0, high - low)
-            out[topic] = total
-        return out
+        meta = c.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return {}
+        reported = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            for p in meta.partitions
+        }
+        ends = {p: high for p, (_, high) in reported.items()}
+        pending = {p for p, (low, high) in reported.items() if high > low}
+        c.assign([TopicPartition(topic, p, max(0, ends[p] - 1)) for p in pending])
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            for msg in c.consume(10_000, timeout=0.2):
+                partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
+                error = msg.error()
+                if error is None:
+                    ends[partition] = max(ends[partition], offset + 1)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    ends[partition] = max(ends[partition], offset)
+                    pending.discard(partition)
+        if pending:
+            raise BrokerError(f"end of {topic} partitions {sorted(pending)} not reached")
+        return ends
     finally:
         c.close()
+
+
+def topic_offsets(kafka: KafkaConfig, topics: Iterable[str]) -> Mapping[str, int]:
+    """Messages in each existing topic (sum over partitions of end - low watermark)."""
+    c = consumer(kafka, group_id=f"gpuflow-offsets-{time.monotonic_ns()}")
+    try:
+        meta = c.list_topics(timeout=5).topics
+        lows = {
+            topic: sum(
+                c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[0]
+                for p in meta[topic].partitions
+            )
+            for topic in topics
+            if topic in meta
+        }
+    finally:
+        c.close()
+    return {topic: sum(end_offsets(kafka, topic).values()) - low for topic, low in lows.items()}

@@ -90,6 +90,11 @@ class ModelVectors:
         return self.allowed & self.known
 
     @cached_property
+    def best_speed(self) -> float:
+        """Fastest model the job may use (precision and allow-list permitting)."""
+        return float((self.speed * self.precision_ok * self.allowed).max(initial=0.0))
+
+    @cached_property
     def runnable(self) -> np.ndarray:
         """Either placement shape has a non-zero speed."""
         return np.maximum(self.speed, self.speed_spread) > 0

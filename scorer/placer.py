@@ -45,6 +45,7 @@ class Placer:
         self.scores = [build_score(s) if isinstance(s, str) else s for s in score_names]
         self.weight_overrides = dict(weights or {})
         self._vectors_cache: dict[tuple[object, ...], ModelVectors] = {}
+        self._weights_cache: dict[tuple[object, ...], dict[str, float]] = {}
 
     # ---- the cycle -----------------------------------------------------------------------
     def place(self, job: JobSpec, region: str | None = None) -> PlacementResult:
@@ -152,8 +153,21 @@ class Placer:
         return total, parts
 
     def _weights(self, job: JobSpec) -> dict[str, float]:
-        derived = job_weights(job, self.weight_overrides)
-        return {p.name: derived.get(p.name, 1.0) for p in self.scores}
+        # weights depend on a few job traits only: cache by them
+        key = (
+            job.cost_speed_preference,
+            job.gpu_count > 1,
+            job.model_parallel > 1,
+            job.deferrable_until_ts is None,
+            bool(job.data_region),
+        )
+        cached = self._weights_cache.get(key)
+        if cached is None:
+            derived = job_weights(job, self.weight_overrides)
+            cached = {p.name: derived.get(p.name, 1.0) for p in self.scores}
+            if len(self._weights_cache) < 4096:
+                self._weights_cache[key] = cached
+        return cached
 
     def _vectors(self, job: JobSpec) -> ModelVectors:
         models = self.state.models

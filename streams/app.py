@@ -24,8 +24,8 @@ from infra.topics import (
 from schemas import make_codec
 from scorer import ClusterState, Placer
 from streams.runtime import Runtime
-from streams.transport import GpuflowApp
 from streams.scheduling import Scheduler
+from streams.transport import GpuflowApp
 
 __all__ = ["create_app"]
 

@@ -9,6 +9,7 @@ Messages that cannot be decoded or converted go to `gpuflow.deadletter` and are 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -28,7 +29,7 @@ from infra.store.rows import ConversionError, RowContext, to_rows
 from infra.topics import DEADLETTER, NODE_INVENTORY, TOPICS
 from schemas import DecodeError, SingleObjectCodec, make_codec
 
-__all__ = ["HistorySink", "SinkStats"]
+__all__ = ["HistorySink", "SinkStats", "attach_history"]
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,8 @@ class HistorySink:
         try:
             for table, rows in batch.rows.items():
                 self.stats.rows_written += self._insert_table(
-                    table, rows, batch.sources.get(table, []))
+                    table, rows, batch.sources.get(table, [])
+                )
                 done.append(table)
         except StoreError as exc:
             self._insert_failed(batch, done, exc)
@@ -233,8 +235,9 @@ class HistorySink:
         self.stats.flushes += 1
         self.stats.events_written += len(batch.event_ids)
 
-    def _insert_table(self, table: str, rows: list[dict[str, Any]],
-                      sources: list[tuple[int, int, Any]]) -> int:
+    def _insert_table(
+        self, table: str, rows: list[dict[str, Any]], sources: list[tuple[int, int, Any]]
+    ) -> int:
         """One columnar insert; events whose rows do not fit the table are dead-lettered."""
         try:
             data = self.store.arrow(table, rows)
@@ -282,3 +285,28 @@ class HistorySink:
             "SELECT node_id, argMax(gpu_model, ts) FROM node_inventory GROUP BY node_id"
         )
         return {str(n): str(m) for n, m in res.rows}
+
+
+def attach_history(app: Any, config: Config, *, sql_page: bool = True) -> HistorySink:
+    """Run a HistorySink with a Faust app's worker, which then owns the store.
+
+    The sink starts when the worker starts and stops (flush, commit, close) when it stops;
+    with `sql_page`, POST /sql/ answers queries from the same store (streams.web).
+    """
+    from mode import Service
+
+    sink = HistorySink(config)
+
+    class HistoryService(Service):
+        async def on_start(self) -> None:
+            await asyncio.get_running_loop().run_in_executor(None, sink.start)
+
+        async def on_stop(self) -> None:
+            await asyncio.get_running_loop().run_in_executor(None, sink.stop)
+
+    app.service(HistoryService)
+    if sql_page:
+        from streams.web import register_sql_page
+
+        register_sql_page(app, lambda: sink.store)
+    return sink

@@ -8,10 +8,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import TopicPartition
-
 from infra.config import Config
-from infra.kafka import consumer
+from infra.kafka import end_offsets
 from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
 from streams.fleet import FleetTracker
@@ -67,15 +65,7 @@ class Runtime:
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
 
     def _inventory_ends(self) -> dict[int, int]:
-        c = consumer(self.config.kafka, group_id=f"gpuflow-probe-{time.monotonic_ns()}")
-        try:
-            meta = c.list_topics(NODE_INVENTORY, timeout=10).topics[NODE_INVENTORY]
-            return {
-                p: c.get_watermark_offsets(TopicPartition(NODE_INVENTORY, p), timeout=10)[1]
-                for p in meta.partitions
-            }
-        finally:
-            c.close()
+        return end_offsets(self.config.kafka, NODE_INVENTORY)
 
     def inventory_caught_up(self) -> bool:
         return all(

@@ -115,4 +115,4 @@ def sql(
     if format == "table":
         Console().print(_table(result))
     else:
-        typer.echo(render(result, format), nl=False)
+        typer.echo(render(result, format), nl=format == "json")

@@ -9,6 +9,7 @@ from scorer.framework import CycleContext
 __all__ = ["NAME", "CarbonScore", "carbon_score"]
 
 NAME = "carbon"
+_EPS = 1e-12
 
 
 class CarbonScore:
@@ -27,6 +28,6 @@ def carbon_score(g_per_kwh: np.ndarray, watts: np.ndarray, speed: np.ndarray) ->
     e.g. 50 g/kWh x 700 W / 4.3 = 8.1 vs 400 g/kWh x 300 W / 1.0 = 120 -> 100 and 6.8.
     """
     grams = g_per_kwh * watts / np.maximum(speed, 1e-9)
-    cleanest = float(grams.min(initial=np.inf)) if grams.size else 0.0
-    # cleanest <= grams, so the ratio is already within 0..100
-    return np.where(grams > 0, 100.0 * cleanest / np.maximum(grams, 1e-12), 100.0)
+    cleanest = float(grams.min()) if grams.size else 0.0
+    # cleanest <= grams keeps it within 0..100; the epsilon makes zero-carbon nodes score 100
+    return 100.0 * (cleanest + _EPS) / (grams + _EPS)

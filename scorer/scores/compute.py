@@ -18,9 +18,7 @@ class ComputeScore:
     name = NAME
 
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
-        usable = ctx.models.speed * ctx.models.precision_ok * ctx.models.allowed
-        best = float(usable.max(initial=0.0))
-        return compute_score(ctx.speed_of(slots), best)
+        return compute_score(ctx.speed_of(slots), ctx.models.best_speed)
 
 
 def compute_score(speed: np.ndarray, best_speed: float) -> np.ndarray:

@@ -13,6 +13,7 @@ from scorer.framework import CycleContext
 __all__ = ["NAME", "CostScore", "cost_score"]
 
 NAME = "cost"
+_EPS = 1e-12
 
 
 class CostScore:
@@ -39,8 +40,9 @@ def cost_score(
     e.g. $2.48/h at speed 1.0 vs $1.46/h at 0.6: costs 2.48 and 2.43 -> 98.0 and 100.
     """
     cost = price_per_hour / np.maximum(speed, 1e-9)
-    cheapest = float(cost.min(initial=np.inf)) if cost.size else 0.0
-    out = np.where(cost > 0, 100.0 * cheapest / np.maximum(cost, 1e-12), 100.0)
+    cheapest = float(cost.min()) if cost.size else 0.0
+    # cheapest <= cost keeps it within 0..100; the epsilon makes a free node (cost 0) score 100
+    out = 100.0 * (cheapest + _EPS) / (cost + _EPS)
     if reference_hours is not None and budget_usd is not None:
         out = np.where(cost * reference_hours > budget_usd, 0.0, out)
-    return out  # cheapest <= cost: already within 0..100
+    return out

@@ -50,7 +50,9 @@ class FragmentationScore:
 
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
         s = ctx.state
-        w = s.free_whole[slots].astype(float)
+        if s.free_milli.shape[1] >= self._stranded.shape[0]:  # nodes wider than the table
+            self._stranded = self._stranded_table(2 * s.free_milli.shape[1])
+        w = s.free_whole[slots]
         if not ctx.fractional:
             k = ctx.gpus_taken(slots)
             return growth_score(self._whole_growth(w, w - k), np.asarray(k * FULL, float))
@@ -58,10 +60,8 @@ class FragmentationScore:
 
     def _whole_growth(self, w: np.ndarray, w_after: np.ndarray) -> np.ndarray:
         """Mix-weighted growth of whole-free GPUs stranded for k-GPU classes (milli)."""
-        if w.size and w.max() >= self._stranded.shape[0]:
-            self._stranded = self._stranded_table(int(w.max()) * 2)
-        table = self._stranded
-        return table[np.maximum(w_after, 0).astype(np.intp)] - table[w.astype(np.intp)]
+        # a node that cannot hold the request (w_after < 0) is scored as if emptied
+        return self._stranded[np.maximum(w_after, 0)] - self._stranded[w]
 
     def _share_score(self, ctx: CycleContext, slots: np.ndarray, w: np.ndarray) -> np.ndarray:
         s, m = ctx.state, ctx.job.gpu_milli
@@ -70,7 +70,7 @@ class FragmentationScore:
         x = np.where(usable, free, FULL + 1).min(axis=1).astype(float)  # best-fit GPU
         x_after = x - m
         broke_whole = x == FULL
-        w_after = w - broke_whole
+        w_after = w - broke_whole.astype(w.dtype)
         # partly used GPUs' free milli grows by x_after when a whole GPU is broken, else shrinks m
         partial_delta = np.where(broke_whole, x_after, -float(m))
         growth = self._whole_growth(w, w_after) + partial_delta * self._pk.sum()

@@ -55,3 +55,34 @@ def test_insert_failure_is_retried_and_offsets_wait(config: Config) -> None:
     finally:
         sink.stop()
         store.close()
+
+
+def test_attach_history_runs_with_the_app_service(config: Config) -> None:
+    """The service attach_history registers starts and stops the sink like the worker would."""
+    import asyncio
+
+    import faust
+
+    from streams.history import attach_history
+
+    app = faust.App(f"{config.worker.app_id}-attach", broker="kafka://127.0.0.1:9")
+    sink = attach_history(app, config)
+    [service_cls] = app._extra_services
+
+    async def lifecycle() -> None:
+        service = service_cls()
+        await service.start()
+        prod, now = producer(config.kafka), int(time.time() * 1000)
+        prod.produce(GRID_SIGNALS, SingleObjectCodec().encode(
+            "GridSignal", S.grid_signal("eu", now, carbon=1.0)), key=b"eu")
+        prod.flush(10)
+        deadline = time.monotonic() + 30
+        while sink.stats.events_written < 1:
+            assert time.monotonic() < deadline, sink.stats
+            await asyncio.sleep(0.05)
+        assert sink.store.query("SELECT count() FROM grid_signals").scalar() == 1
+        await service.stop()
+
+    asyncio.run(lifecycle())
+    with pytest.raises(Exception, match="not started"):
+        _ = sink.store  # stopped: the store is closed and released
