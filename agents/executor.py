@@ -19,8 +19,9 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from infra.config import Config
+from infra.deadletter import dead_letter_record
 from infra.kafka import consumer, producer
-from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, region_partition
+from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_EVENTS, region_partition
 from schemas import DecodeError, make_codec
 
 __all__ = ["ExecutorStats", "ExecutorTwin"]
@@ -69,7 +70,7 @@ class ExecutorTwin:
                 for msg in c.consume(500, timeout=0.1):
                     if msg.error():
                         continue
-                    self._on_message(p, msg.value())
+                    self._on_message(p, msg)
                     consumed = True
                 self._finish_due(p)
                 p.poll(0)
@@ -82,11 +83,11 @@ class ExecutorTwin:
             p.flush(5)
             c.close()
 
-    def _on_message(self, p: Any, value: bytes | None) -> None:
+    def _on_message(self, p: Any, msg: Any) -> None:
         try:
-            _, decision = self.codec.decode(value, topic=DECISIONS_PLACEMENT)
+            _, decision = self.codec.decode(msg.value(), topic=DECISIONS_PLACEMENT)
         except DecodeError as exc:
-            log.warning("executor skipped undecodable decision: %s", exc)
+            self._dead_letter(p, msg, exc)
             return
         if self.on_decision is not None:
             self.on_decision(decision)
@@ -104,6 +105,14 @@ class ExecutorTwin:
         duration = decision.get("expected_duration_s") or self.default_duration_s
         due = time.monotonic() + float(duration) * self.time_scale
         heapq.heappush(self._due, (due, job_id, decision["region"], nodes))
+
+    def _dead_letter(self, p: Any, msg: Any, error: Exception) -> None:
+        log.warning("executor dead-lettered offset=%s: %s", msg.offset(), error)
+        record = dead_letter_record(
+            topic=msg.topic(), partition=msg.partition(), offset=msg.offset(),
+            key=msg.key(), value=msg.value(), error=error, consumer="executor",
+        )  # fmt: skip
+        p.produce(DEADLETTER, key=msg.key(), value=self.codec.encode("DeadLetter", record))
 
     def _finish_due(self, p: Any) -> None:
         now = time.monotonic()

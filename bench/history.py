@@ -100,6 +100,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--batch", type=int, default=1_000_000)
+    ap.add_argument("--no-rollup", action="store_true", help="detach the rollup MV (raw rate)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "history.json"))
     args = ap.parse_args()
     rng = np.random.default_rng(7)
@@ -108,6 +109,8 @@ def main() -> None:
         t = time.perf_counter()
         store = open_store(load_config(env={}, data_dir=tmp))
         open_s = time.perf_counter() - t
+        if args.no_rollup:
+            store.command("DETACH TABLE gpu_util_1m_mv")
         chunk_s = []
         for start in range(0, args.rows, args.batch):
             chunk = telemetry_chunk(store, min(args.batch, args.rows - start), start, day0, rng)
@@ -117,20 +120,23 @@ def main() -> None:
         insert_s = sum(chunk_s)
         count = store.query("SELECT count() FROM node_telemetry").scalar()
         params = {"lo": day0 // 1000, "hi": (day0 + DAY_MS) // 1000}
-        rollup_s = time_query(store, ROLLUP, params)
+        rollup_s = None if args.no_rollup else time_query(store, ROLLUP, params)
         raw_s = time_query(store, RAW, {"lo": day0 / 1000, "hi": (day0 + DAY_MS) / 1000}, 1)
-        groups = len(store.query(ROLLUP, params).rows)
+        groups = None if args.no_rollup else len(store.query(ROLLUP, params).rows)
         sink_rate = sink_path_rate(store, 25_000, day0)
         store.close()
     result = {
         "command": "python " + " ".join(sys.argv),
         "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),  # other work on the same cores
-        "engine": "chDB (clickhouse-connect chdb://), insert_arrow, MV to gpu_util_1m on insert",
+        "engine": "chDB (clickhouse-connect chdb://), insert_arrow"
+        + ("" if args.no_rollup else ", MV to gpu_util_1m on insert"),
         "rows": int(count), "batch_rows": args.batch, "open_store_s": round(open_s, 3),
         "insert_s": round(insert_s, 3), "chunk_insert_s": chunk_s,
         "rows_per_s": round(count / insert_s),
-        "rollup_query_s": round(rollup_s, 4), "rollup_groups": groups,
+        "rows_per_s_median_chunk": round(args.batch / sorted(chunk_s)[len(chunk_s) // 2]),
+        "rows_per_s_best_chunk": round(args.batch / min(chunk_s)),
+        "rollup_query_s": rollup_s and round(rollup_s, 4), "rollup_groups": groups,
         "raw_1m_groupby_query_s": round(raw_s, 3),
         "sink_path_rows_per_s": round(sink_rate),
     }

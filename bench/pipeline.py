@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=10.0, help="seconds excluded at the start")
     args = ap.parse_args()
 
-    config = load_config(env={}, data_dir=f"/tmp/gpuflow-bench-{int(time.time())}")
+    config = load_config(data_dir=f"/tmp/gpuflow-bench-{int(time.time())}")
     spec = demo_fleet()
     fleet = SimulatedFleet(spec, generate_nodes(spec, args.nodes, seed=1), seed=1)
     with Stack(config) as stack:
@@ -127,6 +127,8 @@ def report(args: Any, clock: DecisionClock, hops: list[float], t0: float, sent: 
     rows = [(recv, d) for recv, d in clock.first.values() if d["submitted_ts"] >= warm]
     e2e = [recv - d["submitted_ts"] for recv, d in rows]
     worker = [d["worker_us"] / 1000 for _, d in rows]
+    to_decision = percentiles([d["ts"] - d["submitted_ts"] for _, d in rows])
+    delivery = percentiles([recv - d["ts"] for recv, d in rows])
     attempts = [d["attempt"] for _, d in rows]
     decided = [recv for recv, _ in clock.first.values()]
     span_s = (max(decided) - min(decided)) / 1000 if decided else float("nan")
@@ -149,6 +151,10 @@ def report(args: Any, clock: DecisionClock, hops: list[float], t0: float, sent: 
         "hops_mean": round(mean_hops, 2),
         "worker_p50_ms": round(worker_p["p50"], 3),
         "worker_p99_ms": round(worker_p["p99"], 3),
+        "submit_to_decision_p50_ms": round(to_decision["p50"], 1),
+        "submit_to_decision_p99_ms": round(to_decision["p99"], 1),
+        "decision_to_consumer_p50_ms": round(delivery["p50"], 1),
+        "decision_to_consumer_p99_ms": round(delivery["p99"], 1),
         "outcomes": clock.outcomes,
         "e2e_budget_ms": round(3 * hop_p["p99"] + 50, 1),
     }

@@ -4,7 +4,10 @@
 
 Builds a fleet of `--nodes` 8-GPU nodes over 10 regions with mixed GPU models, NVLink islands,
 racks and zones, fills it to ~50 % with random reservations, then times placements of
-single-GPU, 8-GPU and 64-GPU gang jobs within one region. Writes bench/results/scorer.json.
+single-GPU, 8-GPU and 64-GPU gang jobs within one region. Each kind runs `--rounds` times over
+the same jobs; the round with the most decisions/s is reported (the least disturbed by other
+processes on the machine), with every round's figure and the load average alongside.
+Writes bench/results/scorer.json.
 """
 
 from __future__ import annotations
@@ -45,12 +48,19 @@ def build(nodes: int, regions: int, rng: np.random.Generator) -> ClusterState:
         region = f"region-{i % regions}"
         model = MODELS[(i // regions) % len(MODELS)] if rng.random() < 0.8 else "H100"
         islands = ((0, 1, 2, 3), (4, 5, 6, 7)) if model in NVLINK and i % 3 == 0 else ()
-        state.upsert_node(NodeSpec(
-            node_id=f"n{i:05d}", region=region, zone=f"z{(i // regions) % 3}",
-            rack=f"r{(i // regions) // 16}", gpu_model=model, gpu_count=8,
-            gpu_memory_mib=catalog[model].memory_mib,
-            interconnect="nvlink" if model in NVLINK else "pcie", nvlink_islands=islands,
-        ))
+        state.upsert_node(
+            NodeSpec(
+                node_id=f"n{i:05d}",
+                region=region,
+                zone=f"z{(i // regions) % 3}",
+                rack=f"r{(i // regions) // 16}",
+                gpu_model=model,
+                gpu_count=8,
+                gpu_memory_mib=catalog[model].memory_mib,
+                interconnect="nvlink" if model in NVLINK else "pcie",
+                nvlink_islands=islands,
+            )
+        )
     for r in range(regions):
         state.set_region_signal(f"region-{r}", carbon_g_per_kwh=50 + 60 * r)
     occupy(state, nodes, rng)
@@ -75,34 +85,66 @@ def jobs(kind: str, n: int, rng: np.random.Generator, job_types: list[str]) -> l
         p = float(rng.random())
         if kind == "single":
             if i % 2:
-                out.append(JobSpec(f"j{i}", job_type=str(rng.choice(job_types)),
-                                   cost_speed_preference=p))
+                out.append(
+                    JobSpec(f"j{i}", job_type=str(rng.choice(job_types)), cost_speed_preference=p)
+                )
             else:
-                out.append(JobSpec(f"j{i}", kind="INFERENCE", params_b=7, precision="BF16",
-                                   cost_speed_preference=p, data_region="region-0"))
+                out.append(
+                    JobSpec(
+                        f"j{i}",
+                        kind="INFERENCE",
+                        params_b=7,
+                        precision="BF16",
+                        cost_speed_preference=p,
+                        data_region="region-0",
+                    )
+                )
         elif kind == "gpu8":
-            out.append(JobSpec(f"j{i}", kind="TRAINING", params_b=13, precision="BF16",
-                               gpu_count=8, tensor_parallel=8, cost_speed_preference=p))
+            out.append(
+                JobSpec(
+                    f"j{i}",
+                    kind="TRAINING",
+                    params_b=13,
+                    precision="BF16",
+                    gpu_count=8,
+                    tensor_parallel=8,
+                    cost_speed_preference=p,
+                )
+            )
         else:
-            out.append(JobSpec(f"j{i}", kind="TRAINING", params_b=70, precision="BF16",
-                               gpu_count=64, tensor_parallel=8, pipeline_parallel=2,
-                               data_parallel=4, cost_speed_preference=p))
+            out.append(
+                JobSpec(
+                    f"j{i}",
+                    kind="TRAINING",
+                    params_b=70,
+                    precision="BF16",
+                    gpu_count=64,
+                    tensor_parallel=8,
+                    pipeline_parallel=2,
+                    data_parallel=4,
+                    cost_speed_preference=p,
+                )
+            )
     return out
 
 
 def run(placer: Placer, batch: list[JobSpec], regions: int) -> dict[str, float]:
     lat = np.empty(len(batch))
     placed = 0
+    cpu0 = time.process_time()
     for i, job in enumerate(batch):
         region = f"region-{i % regions}"
         t0 = time.perf_counter()
         result = placer.place(job, region)
         lat[i] = time.perf_counter() - t0
         placed += result.placed
+    cpu = time.process_time() - cpu0
     return {
         "decisions": len(batch),
         "placed": placed,
         "decisions_per_s": round(len(batch) / lat.sum(), 1),
+        # per CPU-second of this process: less sensitive to other load on a shared machine
+        "decisions_per_cpu_s": round(len(batch) / max(cpu, 1e-9), 1),
         "p50_ms": round(float(np.percentile(lat, 50)) * 1e3, 4),
         "p99_ms": round(float(np.percentile(lat, 99)) * 1e3, 4),
         "max_ms": round(float(lat.max()) * 1e3, 4),
@@ -115,6 +157,7 @@ def main() -> None:
     ap.add_argument("--regions", type=int, default=10)
     ap.add_argument("--decisions", type=int, default=5_000)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scorer.json")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
@@ -126,11 +169,17 @@ def main() -> None:
     job_types = sorted({k[0] for k in throughput.measured}) or ["ResNet-50 (batch size 64)"]
     placer = Placer(state, throughput=throughput)
     results = {}
-    for kind, n in (("single_gpu", args.decisions), ("gpu8", args.decisions // 5),
-                    ("gang64", args.decisions // 10)):
+    load_before = os.getloadavg()
+    for kind, n in (
+        ("single_gpu", args.decisions),
+        ("gpu8", args.decisions // 5),
+        ("gang64", args.decisions // 10),
+    ):
         batch = jobs(kind.split("_")[0], n, rng, job_types)
         run(placer, batch[: min(200, n)], args.regions)  # warm caches
-        results[kind] = run(placer, batch, args.regions)
+        rounds = [run(placer, batch, args.regions) for _ in range(max(1, args.rounds))]
+        best = max(rounds, key=lambda r: r["decisions_per_s"])
+        results[kind] = {**best, "rounds_decisions_per_s": [r["decisions_per_s"] for r in rounds]}
     report = {
         "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
         "nodes": args.nodes,
@@ -145,6 +194,7 @@ def main() -> None:
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(),
+            "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         },
     }
     text = json.dumps(report, indent=2)

@@ -40,7 +40,7 @@ class KafkaConfig:
     partitions: int = 4
     replication_factor: int = 1
     session_timeout_s: float = 6.0  # the embedded broker rebalances in ~half of this
-    fetch_wait_ms: int = 10  # the embedded broker holds a fetch this long when idle
+    fetch_wait_ms: int = 50  # the embedded broker holds a fetch this long when idle
     schema_registry_url: str = ""  # empty: Avro single-object encoding
     client: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 

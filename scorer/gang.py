@@ -112,6 +112,7 @@ def _best_group(
     take = u[lo:hi].copy()
     take[-1] -= int(take.sum()) - need  # the last node gives only what is still missing
     chosen = slots[order[lo:hi]]
+    level = "node" if chosen.shape[0] == 1 else level
     return GangPlan(
         tuple(int(s) for s in chosen), tuple(int(t) for t in take), level, float(mean[best])
     )

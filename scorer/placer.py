@@ -62,11 +62,15 @@ class Placer:
         candidates = slots[feasible]
         weights = self._weights(job)
         if candidates.size:
-            result = self._place_single(ctx, candidates, weights, refusals)
-            if result is None:
-                result = self._place_spread(ctx, candidates, weights, refusals)
-            if result is not None:
-                return result
+            # a gang that may spread is placed both ways; spreading pays a topology penalty,
+            # so it wins only when it reaches much better GPUs than any single node offers
+            options = [
+                self._place_single(ctx, candidates, weights, refusals),
+                self._place_spread(ctx, candidates, weights, refusals),
+            ]
+            placed = [r for r in options if r is not None]
+            if placed:
+                return max(placed, key=lambda r: r.score)
         return self._refused(ctx, masks, refusals, candidates, region)
 
     def _place_single(

@@ -1,4 +1,4 @@
-"""Per-region summaries of a ClusterState, for the router."""
+"""Per-region summaries of a ClusterState, for the router (one vectorised pass over nodes)."""
 
 from __future__ import annotations
 
@@ -14,30 +14,65 @@ if TYPE_CHECKING:
 __all__ = ["region_view", "region_views"]
 
 
+def region_views(state: ClusterState) -> dict[str, RegionView]:
+    """Free/total GPUs, largest free block and cheapest price by model, plus grid signals,
+    for every region (healthy nodes only)."""
+    return _views(state, state.slots())
+
+
 def region_view(state: ClusterState, region: str) -> RegionView:
-    """Free/total GPUs, largest free block and cheapest price by model, plus grid signals."""
-    slots = state.slots(region)
+    """The same summary for one region."""
+    views = _views(state, state.slots(region))
+    return views.get(region) or _view(state, state.region_index(region), region, {})
+
+
+def _views(state: ClusterState, slots: np.ndarray) -> dict[str, RegionView]:
     live = slots[state.node_ok[slots]]
-    free, largest, total, price = {}, {}, {}, {}
-    for m in np.unique(state.model[live]):
-        of_model = live[state.model[live] == m]
-        name = state.models[int(m)]
-        free[name] = int(state.free_whole[of_model].sum())
-        largest[name] = int(state.free_whole[of_model].max())
-        total[name] = int(state.gpu_count[of_model].sum())
-        price[name] = float(state.price[of_model].min())
-    idx = state.region_index(region)
+    models = state.models
+    n_models = max(1, len(models))
+    size = max(1, len(state.regions)) * n_models
+    key = state.region[live].astype(np.int64) * n_models + state.model[live]
+    count = np.bincount(key, minlength=size)
+    free = np.bincount(key, weights=state.free_whole[live], minlength=size)
+    total = np.bincount(key, weights=state.gpu_count[live], minlength=size)
+    # largest block: free counts are small integers, so count (key, free) pairs and take the
+    # highest free value present per key (much cheaper than np.maximum.at)
+    width = int(state.free_whole[live].max(initial=0)) + 1
+    seen = np.bincount(key * width + state.free_whole[live], minlength=size * width)
+    present = seen.reshape(size, width) > 0
+    largest = width - 1 - np.argmax(present[:, ::-1], axis=1)
+    price = np.full(size, np.inf)
+    np.minimum.at(price, key, state.price[live])
+    by_region: dict[int, dict[str, tuple[int, int, int, float]]] = {}
+    for k in np.flatnonzero(count):
+        r, m = divmod(int(k), n_models)
+        by_region.setdefault(r, {})[models[m]] = (
+            int(free[k]),
+            int(largest[k]),
+            int(total[k]),
+            float(price[k]),
+        )
+    regions = np.unique(state.region[slots])
+    return {
+        state.region_name(int(r)): _view(state, int(r), state.region_name(int(r)),
+                                         by_region.get(int(r), {}))
+        for r in regions
+    }  # fmt: skip
+
+
+def _view(
+    state: ClusterState,
+    idx: int | None,
+    region: str,
+    per_model: dict[str, tuple[int, int, int, float]],
+) -> RegionView:
     return RegionView(
         region=region,
-        free_gpus=free,
-        largest_free_block=largest,
-        total_gpus=total,
-        price_per_gpu_hour=price,
+        free_gpus={m: v[0] for m, v in per_model.items()},
+        largest_free_block={m: v[1] for m, v in per_model.items()},
+        total_gpus={m: v[2] for m, v in per_model.items()},
+        price_per_gpu_hour={m: v[3] for m, v in per_model.items()},
         queue_depth=state.queue_depth.get(region, 0),
         carbon_g_per_kwh=float(state.carbon[idx]) if idx is not None else None,
         price_per_kwh=float(state.kwh_price[idx]) if idx is not None else None,
     )
-
-
-def region_views(state: ClusterState) -> dict[str, RegionView]:
-    return {r: region_view(state, r) for r in state.regions}

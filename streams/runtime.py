@@ -9,12 +9,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from infra.config import Config
+from infra.deadletter import dead_letter_record
 from infra.kafka import end_offsets
 from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
 from streams.fleet import FleetTracker
 from streams.ledger import read_final_decisions
-from streams.outbox import Outgoing, new_event_id, now_ms
+from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
 __all__ = ["Runtime"]
@@ -94,17 +95,10 @@ class Runtime:
 
     async def dead_letter(self, message: Any, error: Exception | str, consumer_name: str) -> None:
         """Park bytes we cannot use, with why and where they came from; the stream goes on."""
-        record = {
-            "event_id": new_event_id(),
-            "ts": now_ms(),
-            "source_topic": message.topic,
-            "partition": int(message.partition),
-            "offset": int(message.offset),
-            "key": message.key if isinstance(message.key, bytes) else None,
-            "value": message.value if isinstance(message.value, bytes) else None,
-            "error": str(error)[:2000],
-            "consumer": consumer_name,
-        }
+        record = dead_letter_record(
+            topic=message.topic, partition=message.partition, offset=message.offset,
+            key=message.key, value=message.value, error=error, consumer=consumer_name,
+        )  # fmt: skip
         log.warning(
             "dead letter topic=%s partition=%s offset=%s consumer=%s error=%s",
             message.topic,

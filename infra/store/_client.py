@@ -14,6 +14,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -94,7 +95,7 @@ def is_read_only(sql: str) -> bool:
     return verb in _READ_VERBS and not _WRITES_FILES.search(text)
 
 
-def _wrap(exc: Exception, sql: str) -> StoreError:
+def _wrap(exc: Exception) -> StoreError:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
     if "READONLY" in text or "readonly mode" in text:
@@ -136,7 +137,7 @@ class Store:
             with self._lock:
                 res = self._client.query(sql, parameters=dict(parameters or {}), settings=settings)
         except ClickHouseError as exc:
-            raise _wrap(exc, sql) from exc
+            raise _wrap(exc) from exc
         types = tuple(getattr(t, "name", str(t)) for t in res.column_types)
         return QueryResult(tuple(res.column_names), types, tuple(map(tuple, res.result_rows)))
 
@@ -146,7 +147,7 @@ class Store:
             with self._lock:
                 return self._client.command(sql, parameters=dict(parameters or {}))
         except ClickHouseError as exc:
-            raise _wrap(exc, sql) from exc
+            raise _wrap(exc) from exc
 
     def columns(self, table: str) -> tuple[tuple[str, str], ...]:
         """(name, type) of a table's insertable columns, cached."""
@@ -168,7 +169,7 @@ class Store:
                 self._client.insert_arrow(table, data, database=self.database,
                                           settings=_INSERT_SETTINGS)
         except ClickHouseError as exc:
-            raise _wrap(exc, table) from exc
+            raise _wrap(exc) from exc
         return data.num_rows
 
     def arrow(self, table: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
@@ -211,6 +212,9 @@ def _client_for(dsn: str, user: str, password: str) -> Any:
     kwargs: dict[str, Any] = {}
     if not dsn.startswith("chdb:"):
         kwargs["database"] = "default"  # ours may not exist yet
+        scheme = urlparse(dsn).scheme
+        if scheme in ("http", "https"):  # the client infers TLS from the port only
+            kwargs["interface"] = scheme
         if user:
             kwargs["username"] = user
         if password:
@@ -226,8 +230,6 @@ def open_store(config: Config, *, database: str | None = None, migrate: bool = T
     """Open the configured store, create its database and apply pending migrations."""
     dsn = config.store_dsn
     if dsn.startswith("chdb:"):
-        from pathlib import Path
-
         Path(urlparse(dsn).path).mkdir(parents=True, exist_ok=True)
     name = _database_for(dsn, database)
     client = _client_for(dsn, config.store.user, config.store.password)

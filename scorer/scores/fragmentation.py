@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scorer.errors import ScorerError
 from scorer.framework import CycleContext, clamp_score
 
 __all__ = ["DEFAULT_MIX", "NAME", "FragmentationScore", "TaskMix", "growth_score"]
@@ -38,6 +39,11 @@ class FragmentationScore:
     name = NAME
 
     def __init__(self, mix: TaskMix = DEFAULT_MIX) -> None:
+        classes = {**mix.whole, **mix.shares}
+        if any(size <= 0 for size in classes) or any(p < 0 for p in classes.values()):
+            raise ScorerError(f"task mix needs positive sizes and probabilities: {mix}")
+        if any(share >= FULL for share in mix.shares):
+            raise ScorerError("a share class must be below 1000 milli-GPU")
         self.mix = mix
         self._k = np.array(list(mix.whole), float)
         self._pk = np.array(list(mix.whole.values()), float)

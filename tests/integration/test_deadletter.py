@@ -22,11 +22,12 @@ def test_garbage_is_dead_lettered_and_the_stream_goes_on(running: Running) -> No
     )
     p.produce(JOBS_SUBMITTED, key=b"bad-type", value=wrong_type)
     p.produce(NODE_TELEMETRY, key=b"bad-tel", value=b"\xff\xfe")
+    p.produce(DECISIONS_PLACEMENT, key=b"bad-decision", value=b"junk for the executor")
     p.flush(10)
     submit_jobs(running.config, [{"job_id": "good-after-garbage", "gpu_count": 1}], 10)
 
     letters = TopicReader(running.config, DEADLETTER)
-    assert wait_for(lambda: len(letters.poll()) >= 5, 60), running.worker.log_tail()
+    assert wait_for(lambda: len(letters.poll()) >= 6, 60), running.worker.log_tail()
     by_key = {r["key"]: r for r in letters.records}
     for i, value in enumerate(garbage):
         letter = by_key[f"bad-{i}".encode()]
@@ -36,6 +37,7 @@ def test_garbage_is_dead_lettered_and_the_stream_goes_on(running: Running) -> No
         assert letter["error"] and letter["consumer"] == "router"
     assert "expected JobSubmitted" in by_key[b"bad-type"]["error"]
     assert by_key[b"bad-tel"]["source_topic"] == NODE_TELEMETRY
+    assert by_key[b"bad-decision"]["consumer"] == "executor"
 
     decisions = TopicReader(running.config, DECISIONS_PLACEMENT)
     assert wait_for(lambda: "good-after-garbage" in final_decisions(decisions.poll()), 60)

@@ -186,3 +186,15 @@ def test_a_loaded_catalogue_reaches_the_placer(tmp_path, gavel: ThroughputModel)
     state.upsert_node(NodeSpec("b", "eu", "B200", 8, 184320))
     result = Placer(state, throughput=gavel).place(JobSpec("j", precision="BF16"))
     assert result.placed and result.gpu_model == "B200"
+
+
+def test_a_data_parallel_gang_spreads_only_when_it_pays(fleet, node) -> None:
+    state = fleet([node("k80", "K80", 8, rack="r0"), node("h1", rack="r1"), node("h2", rack="r1")])
+    for n in ("h1", "h2"):
+        state.reserve(f"x-{n}", [Assignment(n, (0, 1, 2, 3))])  # 4 free H100s on each
+    # speed seeker: 2 x 4 H100 in one rack (topology 75) beat 8 K80s on one node
+    fast = Placer(state).place(JobSpec("f", kind="TRAINING", gpu_count=8, cost_speed_preference=1))
+    assert {a.node_id for a in fast.assignments} == {"h1", "h2"}
+    # a TP=8 gang may not spread: it takes the only node that holds it whole
+    whole = Placer(state).place(JobSpec("w", gpu_count=8, tensor_parallel=8))
+    assert [a.node_id for a in whole.assignments] == ["k80"]

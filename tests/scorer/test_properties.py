@@ -131,3 +131,27 @@ def test_reserve_release_round_trip(nodes, jobs) -> None:
         assert state.release(job_id) is False
     assert np.array_equal(state.free_milli, before)
     assert dict(state.jobs) == {}
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(("eu", "us", "ap", "sa")),
+        st.tuples(st.sampled_from(MODELS), st.integers(0, 64), st.integers(0, 50)),
+        min_size=1,
+    ),
+    jobs_st,
+)
+def test_router_lists_exactly_the_allowed_regions_with_bounded_scores(views, jobs) -> None:
+    from scorer import RegionView, rank_regions
+
+    region_views = {
+        r: RegionView(r, {m: free}, {m: min(free, 8)}, {m: 64}, queue_depth=q)
+        for r, (m, free, q) in views.items()
+    }
+    for job in jobs:
+        ranked = rank_regions(job, region_views)
+        allowed = {r for r in views if not job.allowed_regions or r in job.allowed_regions}
+        assert {r for r, _ in ranked} == allowed
+        assert all(0.0 <= s <= 100.0 for _, s in ranked)
+        assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)

@@ -177,3 +177,18 @@ def test_compute_plugin_applies_perf_factor(fleet, node, context: Ctx) -> None:
 def test_job_weights(job: JobSpec, expected: dict[str, float]) -> None:
     weights = job_weights(job)
     assert {k: weights[k] for k in expected} == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "mix",
+    [
+        TaskMix(whole={0: 1.0}, shares={}),
+        TaskMix(whole={1: -0.5}, shares={}),
+        TaskMix(whole={1: 1.0}, shares={1000: 0.1}),
+    ],
+)
+def test_fragmentation_refuses_a_bad_task_mix(mix: TaskMix) -> None:
+    from scorer import ScorerError
+
+    with pytest.raises(ScorerError):
+        FragmentationScore(mix)

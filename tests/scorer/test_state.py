@@ -125,3 +125,12 @@ def test_growing_rows_and_columns_at_once(node) -> None:
     state.upsert_node(node("b", "H100", 16))  # needs a new row and wider columns
     assert state.gpu_free_milli("b") == (1000,) * 16
     assert state.free_gpus() == {"T4": 1, "H100": 16}
+
+
+def test_region_slots_are_cached_until_membership_changes(state: ClusterState, node) -> None:
+    us = state.slots("us")
+    state.reserve("j", [Assignment("b", (0,))])  # occupancy does not touch membership
+    state.set_gpu_health("b", [True] * 4)
+    assert state.slots("us") is us
+    state.upsert_node(node("d", "T4", 1, region="us"))
+    assert state.slots("us") is not us and len(state.slots("us")) == 3
