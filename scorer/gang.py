@@ -25,6 +25,8 @@ def pick_gpus(state: ClusterState, slot: int, k: int) -> tuple[int, ...]:
     # a node has a handful of GPUs: plain Python beats numpy's per-call overhead here
     ok = state.gpu_exists[slot] & state.gpu_ok[slot] & (state.free_milli[slot] == FULL_GPU)
     free = [g for g, usable in enumerate(ok.tolist()) if usable]
+    if len(free) == k:
+        return tuple(free)  # all of them: nothing to choose
     island_row, perf_row = state.island[slot].tolist(), state.perf[slot].tolist()
     counts: dict[int, int] = {}
     for g in free:
@@ -90,14 +92,17 @@ def _best_group(
     need: int,
     level: str,
 ) -> GangPlan | None:
+    if np.bincount(groups, weights=usable).max(initial=0) < need:
+        return None  # no group of this level holds the gang: skip the sorting
     # within each group: most usable GPUs first (fewest nodes), then best score
     order = np.lexsort((-scores, -usable, groups))
     g, u, sc = groups[order], usable[order], scores[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    ends = np.r_[starts[1:], g.shape[0]]
+    n = g.shape[0]
+    starts = np.concatenate(([0], np.flatnonzero(g[1:] != g[:-1]) + 1))
+    ends = np.concatenate((starts[1:], [n]))
     cum = np.cumsum(u)
     base = np.repeat(cum[starts] - u[starts], ends - starts)
-    idx = np.arange(g.shape[0])
+    idx = np.arange(n)
     reached = np.where(cum - base >= need, idx, _BIG)
     first = np.minimum.reduceat(reached, starts)
     ok = first != _BIG
@@ -106,7 +111,7 @@ def _best_group(
     nodes = np.where(ok, first - starts + 1, _BIG)
     cum_sc = np.cumsum(sc)
     sc_base = cum_sc[starts] - sc[starts]
-    mean = np.where(ok, (cum_sc[np.minimum(first, g.shape[0] - 1)] - sc_base) / nodes, -1.0)
+    mean = np.where(ok, (cum_sc[np.minimum(first, n - 1)] - sc_base) / nodes, -1.0)
     best = int(np.lexsort((-mean, nodes))[0])
     lo, hi = int(starts[best]), int(first[best]) + 1
     take = u[lo:hi].copy()

@@ -205,5 +205,5 @@ def _register_timers(app: faust.App, rt: Runtime) -> None:
     @app.timer(rt.config.worker.summary_interval_s)
     async def summarise() -> None:
         if rt._ready.is_set():
-            rt.fleet.mark_stale()
+            await rt.send_all(rt.fleet.mark_stale())
             await rt.send_all(rt.fleet.summaries())

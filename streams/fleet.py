@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.topics import REGION_STATE
-from streams.convert import node_spec
+from infra.topics import DECISIONS_MIGRATION, REGION_STATE
+from streams.convert import assignment_records, node_spec
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.scheduling import Scheduler
 
@@ -87,15 +87,38 @@ class FleetTracker:
             price_per_kwh=float(record["price_per_kwh"]),
         )
 
-    def mark_stale(self) -> list[str]:
-        """Nodes whose heartbeat is older than `stale_after_s` stop taking work."""
+    def mark_stale(self) -> list[Outgoing]:
+        """Nodes whose heartbeat is older than `stale_after_s` stop taking work.
+
+        Jobs running on a node that went stale are reported for rescheduling: one
+        MigrationDecision each (reason NODE_UNHEALTHY, no target: the executor checkpoints or
+        restarts them and the placer decides again when they are resubmitted).
+        """
         cutoff = time.monotonic() - self.stale_after_s
-        newly = [n for n, seen in self.s.last_seen.items() if seen < cutoff and n not in self.stale]
-        for node_id in newly:
+        newly = {n for n, seen in self.s.last_seen.items() if seen < cutoff and n not in self.stale}
+        for node_id in sorted(newly):
             self.stale.add(node_id)
             self.s.state.set_node_healthy(node_id, False)
             log.warning("node stale node_id=%s after_s=%.1f", node_id, self.stale_after_s)
-        return newly
+        if not newly:
+            return []
+        return [
+            self._reschedule(job_id, held)
+            for job_id, held in self.s.state.jobs.items()
+            if any(a.node_id in newly for a in held)
+        ]
+
+    def _reschedule(self, job_id: str, held: Any) -> Outgoing:
+        region = (self.s.reservations.get(job_id) or {}).get("region", "")
+        record = {
+            "event_id": new_event_id(job_id, "stale", ",".join(sorted(self.stale))),
+            "ts": now_ms(), "job_id": job_id, "from_region": region,
+            "from_assignments": assignment_records(held), "to_region": "",
+            "to_assignments": [], "reason": "NODE_UNHEALTHY", "expected_gain": 0.0,
+        }  # fmt: skip
+        log.warning("job on stale node reported for rescheduling job_id=%s", job_id)
+        return outgoing(DECISIONS_MIGRATION, job_id, record, region=region,
+                        partitions=self.s.partitions)  # fmt: skip
 
     def summaries(self) -> list[Outgoing]:
         """One RegionSummary per region known to this worker, closing the current window."""

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,13 +19,14 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, TopicPartition
 
 from infra.config import Config
+from infra.deadletter import dead_letter_record
 from infra.kafka import consumer as make_consumer
 from infra.kafka import producer as make_producer
 from infra.store import RowError, Store, StoreError, open_store
 from infra.store.batching import Batch, Batcher, split_bad_rows
 from infra.store.rows import ConversionError, RowContext, to_rows
 from infra.topics import DEADLETTER, NODE_INVENTORY, TOPICS
-from schemas import DecodeError, SingleObjectCodec, make_codec
+from schemas import DecodeError, make_codec
 
 __all__ = ["HistorySink", "SinkStats", "attach_history"]
 
@@ -65,7 +64,6 @@ class HistorySink:
         self._store = store
         self._owns_store = store is None
         self._codec = make_codec(config.kafka.schema_registry_url or None)
-        self._dl_codec = SingleObjectCodec()
         self._batcher = Batcher(config.store.batch_rows, config.store.flush_s)
         self._ctx = RowContext()
         self.stats = SinkStats()
@@ -185,21 +183,18 @@ class HistorySink:
             self.stats.duplicates += 1
 
     def _dead_letter(self, msg: Message, error: str) -> None:
-        record = {
-            "event_id": uuid.uuid4().hex,
-            "ts": int(time.time() * 1000),
-            "schema": 1,
-            "source_topic": msg.topic(),
-            "partition": msg.partition(),
-            "offset": msg.offset(),
-            "key": msg.key(),
-            "value": msg.value(),
-            "error": error[:2000],
-            "consumer": self.group_id,
-        }
-        self._producer.produce(
-            DEADLETTER, self._dl_codec.encode("DeadLetter", record), key=msg.key()
+        record = dead_letter_record(
+            topic=str(msg.topic()),
+            partition=msg.partition() or 0,
+            offset=msg.offset() or 0,
+            key=msg.key(),
+            value=msg.value(),
+            error=error,
+            consumer=self.group_id,
         )
+        # the configured framing (single-object, or Confluent with a registry), like every topic
+        value = self._codec.encode("DeadLetter", record, topic=DEADLETTER)
+        self._producer.produce(DEADLETTER, value, key=msg.key())
         self._producer.poll(0)
         self.stats.dead_lettered += 1
         log.warning(

@@ -55,8 +55,10 @@ def _wait(sink: HistorySink, events: int, timeout_s: float = 30.0) -> None:
 
 
 def _inventory() -> list[tuple[str, dict[str, Any]]]:
-    return [("NodeInventory", S.node_inventory(n, r, m, H - 60_000))
-            for n, r, m in (("n1", "eu", "H100"), ("n2", "eu", "A100"), ("n3", "us", "H100"))]
+    return [
+        ("NodeInventory", S.node_inventory(n, r, m, H - 60_000))
+        for n, r, m in (("n1", "eu", "H100"), ("n2", "eu", "A100"), ("n3", "us", "H100"))
+    ]
 
 
 def _telemetry() -> list[tuple[str, dict[str, Any]]]:
@@ -77,20 +79,36 @@ def _jobs() -> list[tuple[str, dict[str, Any]]]:
     for i in range(10):
         sub = H + i * 1000
         wait = (i * 137) % 900 + 10
-        kwargs: dict[str, Any] = {"submitted_ts": sub, "priority": 5 if i % 3 == 0 else 0,
-                                  "tenant": "a" if i % 2 else "b", "worker_us": 100 + i * 37,
-                                  "nodes": ("n1",) if i % 4 else ("n1", "n2"),
-                                  "gpus_per_node": 1 + i % 2, "price_per_hour": 2.0 + i}
+        kwargs: dict[str, Any] = {
+            "submitted_ts": sub,
+            "priority": 5 if i % 3 == 0 else 0,
+            "tenant": "a" if i % 2 else "b",
+            "worker_us": 100 + i * 37,
+            "nodes": ("n1",) if i % 4 else ("n1", "n2"),
+            "gpus_per_node": 1 + i % 2,
+            "price_per_hour": 2.0 + i,
+        }
         if i == 9:
-            out.append(("PlacementDecision", S.placement(f"j{i}", sub + 5, outcome="QUEUED",
-                                                         **kwargs)))
+            out.append(
+                ("PlacementDecision", S.placement(f"j{i}", sub + 5, outcome="QUEUED", **kwargs))
+            )
         out.append(("PlacementDecision", S.placement(f"j{i}", sub + wait, **kwargs)))
         out.append(("JobEvent", S.job_event(f"j{i}", "eu", "STARTED", sub + wait + 100)))
         if i != 8:  # j8 still runs: no GPU-hours yet
-            out.append(("JobEvent", S.job_event(f"j{i}", "eu", "FINISHED",
-                                                sub + wait + 100 + (i + 1) * 60_000)))
-    out.append(("PlacementDecision", S.placement("jx", H + 50, submitted_ts=H, outcome="REJECTED",
-                                                 region=None, worker_us=9000)))
+            out.append(
+                (
+                    "JobEvent",
+                    S.job_event(f"j{i}", "eu", "FINISHED", sub + wait + 100 + (i + 1) * 60_000),
+                )
+            )
+    out.append(
+        (
+            "PlacementDecision",
+            S.placement(
+                "jx", H + 50, submitted_ts=H, outcome="REJECTED", region=None, worker_us=9000
+            ),
+        )
+    )
     return out
 
 
@@ -114,10 +132,18 @@ def _others() -> list[tuple[str, dict[str, Any]]]:
     for step, free in enumerate(((5, 2), (3, 1), (1, 0))):
         for k in range(2):  # two summaries per 10-minute step
             ts = H + step * 600_000 + k * 240_000 + 1000
-            out.append(("RegionSummary", S.region_summary(
-                "eu", ts, total={"H100": 8, "A100": 4}, free={"H100": free[0] + k,
-                                                             "A100": free[1]},
-                queue_depth=step + k)))
+            out.append(
+                (
+                    "RegionSummary",
+                    S.region_summary(
+                        "eu",
+                        ts,
+                        total={"H100": 8, "A100": 4},
+                        free={"H100": free[0] + k, "A100": free[1]},
+                        queue_depth=step + k,
+                    ),
+                )
+            )
     return out
 
 
@@ -131,8 +157,10 @@ class Scenario:
 
 def _config(tmp: Path, servers: str, backend: str) -> Config:
     base = load_config(env={}, data_dir=str(tmp / "data"))
-    cfg = dataclasses.replace(base.with_bootstrap(servers), worker=dataclasses.replace(
-        base.worker, app_id=f"gpuflow-hist-{uuid.uuid4().hex[:8]}"))
+    cfg = dataclasses.replace(
+        base.with_bootstrap(servers),
+        worker=dataclasses.replace(base.worker, app_id=f"gpuflow-hist-{uuid.uuid4().hex[:8]}"),
+    )
     store = dataclasses.replace(cfg.store, batch_rows=500, flush_s=0.3)
     if backend == "server":
         store = dataclasses.replace(store, dsn=CLICKHOUSE_URL)
@@ -176,26 +204,41 @@ def _dead_letters(cfg: Config) -> list[Any]:
 
 
 def _count_in_new_process(cfg: Config, database: str) -> int:
-    code = ("import sys; from infra.config import load_config; from infra.store import open_store;"
-            f"s = open_store(load_config(env={{}}, data_dir={str(cfg.data_dir)!r}),"
-            f" database={database!r}, migrate=False);"
-            "print(s.query('SELECT count() FROM node_telemetry FINAL').scalar()); s.close()")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         timeout=60, check=True)
+    code = (
+        "import sys; from infra.config import load_config; from infra.store import open_store;"
+        f"s = open_store(load_config(env={{}}, data_dir={str(cfg.data_dir)!r}),"
+        f" database={database!r}, migrate=False);"
+        "print(s.query('SELECT count() FROM node_telemetry FINAL').scalar()); s.close()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return int(out.stdout.strip().splitlines()[-1])
 
 
 BACKENDS = [
     "chdb",
-    pytest.param("server", marks=pytest.mark.skipif(
-        not CLICKHOUSE_URL, reason="opt-in: set CLICKHOUSE_URL=http://user:pass@host:8123 to "
-        "run the history suite against a ClickHouse server")),
+    pytest.param(
+        "server",
+        marks=pytest.mark.skipif(
+            not CLICKHOUSE_URL,
+            reason="opt-in: set CLICKHOUSE_URL=http://user:pass@host:8123 to "
+            "run the history suite against a ClickHouse server",
+        ),
+    ),
 ]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-             ) -> Iterator[Scenario]:
+def scenario(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Scenario]:
     tmp = tmp_path_factory.mktemp("history")
     base = load_config(env={})
     database = f"hist_{uuid.uuid4().hex[:8]}"
@@ -213,7 +256,6 @@ def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
             if request.param == "server":
                 store.command(f"DROP DATABASE IF EXISTS {database}")
             store.close()
-
 
 
 def _rows(scn: Scenario, sql: str) -> list[dict[str, Any]]:
@@ -241,10 +283,19 @@ def test_sink_counts_replays_and_dead_letters(scenario: Scenario) -> None:
 
 def test_every_event_type_is_stored_once(scenario: Scenario) -> None:
     counts = {
-        "node_inventory": 3, "node_telemetry": 60, "placement_decisions": 12,
-        "job_events": 19, "grid_signals": 3, "preemption_decisions": 3,
-        "migration_decisions": 2, "demand_forecasts": 2, "region_state": 6,
-        "bandwidth_quotas": 1, "link_telemetry": 1, "jobs_routed": 1, "jobs_submitted": 1,
+        "node_inventory": 3,
+        "node_telemetry": 60,
+        "placement_decisions": 12,
+        "job_events": 19,
+        "grid_signals": 3,
+        "preemption_decisions": 3,
+        "migration_decisions": 2,
+        "demand_forecasts": 2,
+        "region_state": 6,
+        "bandwidth_quotas": 1,
+        "link_telemetry": 1,
+        "jobs_routed": 1,
+        "jobs_submitted": 1,
     }
     for table, n in counts.items():
         assert scenario.store.query(f"SELECT count() FROM {table} FINAL").scalar() == n, table
@@ -268,14 +319,17 @@ def test_utilisation_by_region_model(scenario: Scenario) -> None:
 
 
 def test_free_capacity_and_queue(scenario: Scenario) -> None:
-    got = {(r["minute"].minute, r["gpu_model"]): r
-           for r in _rows(scenario, Q.FREE_CAPACITY_AND_QUEUE_1M)}
+    got = {
+        (r["minute"].minute, r["gpu_model"]): r
+        for r in _rows(scenario, Q.FREE_CAPACITY_AND_QUEUE_1M)
+    }
     per_minute: dict[tuple[int, str], list[tuple[int, int]]] = defaultdict(list)
     for rec in scenario.events["RegionSummary"]:
         for model in rec["total_gpus_by_model"]:
             minute = (rec["ts"] - H) // 60_000
-            per_minute[(minute, model)].append((rec["free_gpus_by_model"][model],
-                                                rec["queue_depth"]))
+            per_minute[(minute, model)].append(
+                (rec["free_gpus_by_model"][model], rec["queue_depth"])
+            )
     assert set(got) == set(per_minute)
     for key, vals in per_minute.items():
         assert got[key]["free_gpus"] == pytest.approx(sum(f for f, _ in vals) / len(vals))
@@ -349,8 +403,7 @@ def test_carbon_by_region(scenario: Scenario) -> None:
     assert set(got) == {"eu", "us"}
     for region in got:
         assert got[region]["kwh"] == pytest.approx(kwh[region], abs=1e-4)
-        assert got[region]["kg_co2"] == pytest.approx(kwh[region] * carbon[region] / 1000,
-                                                      abs=1e-4)
+        assert got[region]["kg_co2"] == pytest.approx(kwh[region] * carbon[region] / 1000, abs=1e-4)
 
 
 def test_preemptions_and_migrations(scenario: Scenario) -> None:
@@ -358,7 +411,10 @@ def test_preemptions_and_migrations(scenario: Scenario) -> None:
     assert (got["eu"]["preemptions"], got["eu"]["preempted_gpus"]) == (2, 5)
     assert (got["eu"]["migrations"], got["eu"]["cross_region_migrations"]) == (2, 1)
     assert (got["us"]["preemptions"], got["us"]["preempted_gpus"], got["us"]["migrations"]) == (
-        1, 1, 0)
+        1,
+        1,
+        0,
+    )
 
 
 def test_forecast_error(scenario: Scenario) -> None:
@@ -366,16 +422,24 @@ def test_forecast_error(scenario: Scenario) -> None:
 
     def busy(model: str, i: int) -> float:
         lo, hi = H + (i - 1) * 600_000, H + i * 600_000
-        vals = [sum(s["total_gpus_by_model"][m] - s["free_gpus_by_model"][m]
-                    for m in s["total_gpus_by_model"] if model in ("*", m))
-                for s in summaries if lo <= s["ts"] < hi]
+        vals = [
+            sum(
+                s["total_gpus_by_model"][m] - s["free_gpus_by_model"][m]
+                for m in s["total_gpus_by_model"]
+                if model in ("*", m)
+            )
+            for s in summaries
+            if lo <= s["ts"] < hi
+        ]
         return sum(vals) / len(vals)
 
     got = {r["gpu_model"]: r for r in _rows(scenario, Q.FORECAST_ERROR)}
     for fc in scenario.events["DemandForecast"]:
         errors = [abs(p - busy(fc["gpu_model"], i)) for i, p in enumerate(fc["points"], 1)]
-        pct = [abs(p - busy(fc["gpu_model"], i)) / busy(fc["gpu_model"], i)
-               for i, p in enumerate(fc["points"], 1)]
+        pct = [
+            abs(p - busy(fc["gpu_model"], i)) / busy(fc["gpu_model"], i)
+            for i, p in enumerate(fc["points"], 1)
+        ]
         row = got[fc["gpu_model"]]
         assert row["points"] == len(fc["points"])
         assert row["mae"] == pytest.approx(sum(errors) / len(errors), abs=1e-4)

@@ -73,8 +73,11 @@ def test_attach_history_runs_with_the_app_service(config: Config) -> None:
         service = service_cls()
         await service.start()
         prod, now = producer(config.kafka), int(time.time() * 1000)
-        prod.produce(GRID_SIGNALS, SingleObjectCodec().encode(
-            "GridSignal", S.grid_signal("eu", now, carbon=1.0)), key=b"eu")
+        prod.produce(
+            GRID_SIGNALS,
+            SingleObjectCodec().encode("GridSignal", S.grid_signal("eu", now, carbon=1.0)),
+            key=b"eu",
+        )
         prod.flush(10)
         deadline = time.monotonic() + 30
         while sink.stats.events_written < 1:

@@ -134,3 +134,32 @@ def test_region_slots_are_cached_until_membership_changes(state: ClusterState, n
     assert state.slots("us") is us
     state.upsert_node(node("d", "T4", 1, region="us"))
     assert state.slots("us") is not us and len(state.slots("us")) == 3
+
+
+def test_region_views_match_a_plain_count(fleet, node) -> None:
+    import random
+
+    rnd = random.Random(5)
+    models = ("H100", "T4", "A100-80")
+    nodes = [
+        node(f"n{i}", rnd.choice(models), rnd.choice((2, 4, 8)), region=rnd.choice(("eu", "us")))
+        for i in range(60)
+    ]
+    state = fleet(nodes)
+    for i, n in enumerate(nodes):
+        used = tuple(range(rnd.randrange(n.gpu_count + 1)))
+        if used:
+            state.reserve(f"j{i}", [Assignment(n.node_id, used)])
+    state.set_node_healthy("n0", False)
+    views = state.region_views()
+    for region in ("eu", "us"):
+        live = [n for n in nodes if n.region == region and n.node_id != "n0"]
+        for model in models:
+            mine = [n for n in live if n.gpu_model == model]
+            if not mine:
+                assert model not in views[region].free_gpus
+                continue
+            free = [state.gpu_free_milli(n.node_id).count(1000) for n in mine]
+            assert views[region].free_gpus[model] == sum(free)
+            assert views[region].largest_free_block[model] == max(free)
+            assert views[region].total_gpus[model] == sum(n.gpu_count for n in mine)

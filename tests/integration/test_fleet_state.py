@@ -1,0 +1,74 @@
+"""The telemetry processor's view equals what a 2,000-node fleet reports; silent nodes go stale."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+import pytest
+from harness import wait_for
+
+from agents import Fault, SimulatedFleet, demo_fleet, generate_nodes, run_fleet
+from gpuflow.stack import WorkerProcess
+from infra.broker import free_port
+from infra.config import Config
+
+pytestmark = pytest.mark.integration
+
+STALE_AFTER_S = 6.0
+
+
+def _state(cfg: Config) -> dict:
+    import httpx
+
+    url = f"http://{cfg.worker.web_host}:{cfg.worker.web_port}/state/"
+    return httpx.get(url, timeout=5).json()
+
+
+def test_free_capacity_matches_the_fleet_and_silent_nodes_go_stale(config: Config) -> None:
+    cfg = dataclasses.replace(
+        config,
+        worker=dataclasses.replace(
+            config.worker, web_port=free_port(), stale_after_s=STALE_AFTER_S
+        ),
+    )
+    spec = demo_fleet()
+    nodes = generate_nodes(spec, 2000, seed=5)
+    fleet = SimulatedFleet(spec, nodes, seed=5)
+    lost, silent = nodes[10], nodes[1500]
+    stop = threading.Event()
+    publisher = threading.Thread(
+        target=run_fleet, args=(cfg, fleet), kwargs={"stop": stop}, daemon=True
+    )
+    worker = WorkerProcess(cfg).start()
+    publisher.start()
+    try:
+        totals = fleet.region_gpu_totals()
+        fleet.inject(Fault("gpu_lost", lost["node_id"], gpu=0))
+        expected = dict(totals)
+        expected[lost["region"]] -= 1
+
+        def matches() -> bool:
+            try:
+                regions = _state(cfg)["regions"]
+            except Exception:
+                return False
+            free = {r: sum(v["free_gpus"].values()) for r, v in regions.items()}
+            return free == expected
+
+        assert wait_for(matches, 60), (_state(cfg), expected, worker.log_tail())
+
+        # the node's agent dies: no heartbeat, so it is unhealthy within stale_after_s
+        fleet.inject(Fault("node_down", silent["node_id"]))
+        killed = time.monotonic()
+        expected[silent["region"]] -= silent["gpu_count"]
+        assert wait_for(lambda: silent["node_id"] in _state(cfg)["stale_nodes"], 30)
+        # the tracker checks once per summary interval: allow that on top of stale_after_s
+        assert time.monotonic() - killed <= STALE_AFTER_S + cfg.worker.summary_interval_s + 3
+        assert wait_for(matches, 10), (_state(cfg), expected)
+        assert all(len(_state(cfg)["stale_nodes"]) == 1 for _ in range(3))
+    finally:
+        stop.set()
+        publisher.join(15)
+        worker.stop()

@@ -1,0 +1,80 @@
+"""Fleet state from node events: telemetry deltas, stale nodes, region summaries."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from infra.topics import DECISIONS_MIGRATION, REGION_STATE
+from scorer import Assignment, ClusterState, Placer
+from streams.fleet import FleetTracker
+from streams.scheduling import Scheduler
+
+
+def tracker(*nodes: dict[str, Any]) -> FleetTracker:
+    state = ClusterState()
+    s = Scheduler(state, Placer(state), reservations={}, queue={}, nodes={}, partitions=4)
+    fleet = FleetTracker(s, stale_after_s=5.0)
+    for n in nodes:
+        fleet.on_inventory(n)
+    return fleet
+
+
+def inv(node_id: str, region: str = "eu", gpus: int = 4) -> dict[str, Any]:
+    return {"node_id": node_id, "region": region, "gpu_model": "A100-80", "gpu_count": gpus,
+            "gpu_memory_mib": 81920}  # fmt: skip
+
+
+def gpu(index: int, healthy: bool = True, perf: float = 1.0, util: float = 50.0) -> dict:
+    return {"index": index, "healthy": healthy, "perf_factor": perf, "util_pct": util}
+
+
+def tel(node_id: str, gpus: list[dict], full: bool = True, region: str = "eu") -> dict[str, Any]:
+    return {"node_id": node_id, "region": region, "full_snapshot": full, "node_healthy": True,
+            "gpus": gpus}  # fmt: skip
+
+
+def test_delta_report_patches_only_the_gpus_it_names() -> None:
+    f = tracker(inv("n1"))
+    f.on_telemetry(tel("n1", [gpu(i) for i in range(4)]))
+    assert f.s.state.free_gpus("eu") == {"A100-80": 4}
+    f.on_telemetry(tel("n1", [gpu(2, healthy=False)], full=False))
+    assert f.s.state.free_gpus("eu") == {"A100-80": 3}  # GPUs 0, 1, 3 kept their health
+    f.on_telemetry(tel("n1", [], full=False))  # heartbeat: no change
+    assert f.s.state.free_gpus("eu") == {"A100-80": 3}
+
+
+def test_telemetry_before_inventory_is_ignored() -> None:
+    f = tracker()
+    assert f.on_telemetry(tel("ghost", [gpu(0)])) == []
+    assert "ghost" not in f.s.last_seen
+
+
+def test_stale_node_stops_taking_work_and_its_jobs_are_reported() -> None:
+    f = tracker(inv("n1"), inv("n2"))
+    f.s.state.reserve("job-a", [Assignment("n1", (0, 1))])
+    f.s.reservations["job-a"] = {"region": "eu", "assignments": [], "released": False}
+    f.s.last_seen["n1"] = time.monotonic() - 10  # silent for longer than stale_after_s
+    out = f.mark_stale()
+    assert f.stale == {"n1"}
+    assert f.s.state.free_gpus("eu") == {"A100-80": 4}  # only n2 counts
+    [report] = out
+    assert report.topic == DECISIONS_MIGRATION and report.record["job_id"] == "job-a"
+    assert report.record["reason"] == "NODE_UNHEALTHY"
+    assert f.mark_stale() == []  # reported once
+    f.on_telemetry(tel("n1", [gpu(i) for i in range(4)]))  # it speaks again
+    assert f.stale == set()
+    assert f.s.state.free_gpus("eu") == {"A100-80": 6}
+
+
+def test_summary_per_region_closes_the_window() -> None:
+    f = tracker(inv("n1", "eu"), inv("n2", "us", gpus=8))
+    f.on_telemetry(tel("n1", [gpu(i, util=40.0) for i in range(4)]))
+    f.on_telemetry(tel("n1", [gpu(i, util=60.0) for i in range(4)]))
+    out = {m.record["region"]: m for m in f.summaries()}
+    assert set(out) == {"eu", "us"} and all(m.topic == REGION_STATE for m in out.values())
+    eu = out["eu"].record
+    assert eu["util_mean"] == 50.0  # (40 + 60) / 2 samples
+    assert eu["free_gpus_by_model"] == {"A100-80": 4} and eu["nodes"] == 1
+    assert out["us"].record["total_gpus_by_model"] == {"A100-80": 8}
+    assert f.summaries()[0].record["util_mean"] == 0.0  # a new, empty window
