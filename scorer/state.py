@@ -234,7 +234,11 @@ class ClusterState:
 
     # ---- reservations --------------------------------------------------------------------
     def reserve(self, job_id: str, assignments: Sequence[Assignment]) -> None:
-        """Hold GPUs for a job, all or nothing. Re-reserving the same placement is a no-op."""
+        """Hold GPUs for a job, all or nothing. Re-reserving the same placement is a no-op.
+
+        Only over-allocation is refused: health is the filters' concern, and a recovering
+        worker must be able to replay reservations onto GPUs that have since gone sick.
+        """
         assignments = tuple(assignments)
         held = self._held.get(job_id)
         if held is not None:

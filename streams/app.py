@@ -170,6 +170,7 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
         async for event in stream.events():
             record = await rt.decode(event, "NodeTelemetry", "telemetry")
             if record is not None:
+                rt.metrics.telemetry(record["ts"])
                 await rt.ensure_ready(fleet=False)
                 await rt.send_all(rt.fleet.on_telemetry(record))
 
@@ -199,6 +200,12 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
                 "stale_nodes": sorted(rt.fleet.stale),
             }
         )
+
+
+    @app.page("/metrics/")
+    async def metrics(web: Any, request: Any) -> Any:
+        """Events processed per stream and recent telemetry lag."""
+        return web.json(rt.metrics.snapshot())
 
 
 def _register_timers(app: faust.App, rt: Runtime) -> None:

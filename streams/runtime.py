@@ -15,6 +15,7 @@ from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
 from streams.fleet import FleetTracker
 from streams.ledger import read_final_decisions
+from streams.metrics import Metrics
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
@@ -38,6 +39,7 @@ class Runtime:
         self._inventory_targets: dict[int, int] = {}
         self.inventory_seen: dict[int, int] = {}
         self.dirty = False
+        self.metrics = Metrics()
 
     # -- readiness ----------------------------------------------------------------------------
 

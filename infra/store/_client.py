@@ -223,7 +223,10 @@ def _client_for(dsn: str, user: str, password: str) -> Any:
         return clickhouse_connect.get_client(dsn=dsn, **kwargs)
     except Exception as exc:  # connection, auth, or a chdb directory held by another process
         text = str(exc).replace(password, "***") if password else str(exc)
-        raise StoreError(f"cannot open store {redact_dsn(dsn)}: {text.splitlines()[0]}") from None
+        hint = (" (only one process may open a chdb directory: is the worker running "
+                "without its web server?)") if dsn.startswith("chdb:") else ""
+        raise StoreError(
+            f"cannot open store {redact_dsn(dsn)}: {text.splitlines()[0]}{hint}") from None
 
 
 def open_store(config: Config, *, database: str | None = None, migrate: bool = True) -> Store:

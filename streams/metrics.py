@@ -1,0 +1,40 @@
+"""Counters and lag samples the worker exposes on its web port (`/metrics/`)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Metrics"]
+
+
+@dataclass
+class Metrics:
+    """Events processed per stream, and recent lag (now - event ts) of telemetry."""
+
+    started: float = field(default_factory=time.monotonic)
+    events: Counter[str] = field(default_factory=Counter)
+    telemetry_lag_ms: deque[float] = field(default_factory=lambda: deque(maxlen=20_000))
+
+    def seen(self, stream: str) -> None:
+        self.events[stream] += 1
+
+    def telemetry(self, ts_ms: int) -> None:
+        self.events["telemetry"] += 1
+        self.telemetry_lag_ms.append(time.time() * 1000 - ts_ms)
+
+    def snapshot(self) -> dict[str, Any]:
+        lag = np.asarray(self.telemetry_lag_ms, dtype=float)
+        return {
+            "uptime_s": round(time.monotonic() - self.started, 1),
+            "events": dict(self.events),
+            "telemetry_lag_ms": {
+                "samples": int(lag.size),
+                "p50": float(np.percentile(lag, 50)) if lag.size else None,
+                "p99": float(np.percentile(lag, 99)) if lag.size else None,
+            },
+        }
