@@ -74,6 +74,7 @@ class BrokerConfig:
 class StoreConfig:
     """ClickHouse history."""
 
+    enabled: bool = True  # the worker sinks every topic into ClickHouse
     dsn: str = ""  # empty: chdb:///<data_dir>/history
     user: str = ""
     password: str = ""

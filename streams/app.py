@@ -23,6 +23,7 @@ from infra.topics import (
 )
 from schemas import make_codec
 from scorer import ClusterState, Placer
+from streams.history import attach_history
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
 from streams.transport import GpuflowApp
@@ -116,6 +117,8 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     _register_agents(app, rt, topics)
     _register_timers(app, rt)
     _register_pages(app, rt)
+    if config.store.enabled:
+        attach_history(app, config)  # the worker owns the ClickHouse store while it runs
     return app, rt
 
 
