@@ -38,8 +38,13 @@ def _consume_all(config: Any, idle_s: float = 2.0) -> list[tuple[str, dict[str, 
     c = consumer(config.kafka, group_id="gpuflow-check-real-gpu")
     try:
         meta = c.list_topics(timeout=5)
-        c.assign([TopicPartition(t, p, OFFSET_BEGINNING)
-                  for t in (NODE_INVENTORY, NODE_TELEMETRY) for p in meta.topics[t].partitions])
+        c.assign(
+            [
+                TopicPartition(t, p, OFFSET_BEGINNING)
+                for t in (NODE_INVENTORY, NODE_TELEMETRY)
+                for p in meta.topics[t].partitions
+            ]
+        )
         out, last = [], time.monotonic()
         while time.monotonic() - last < idle_s:  # Tansu watermarks are unreliable: wait for idle
             msg = c.poll(0.2)
@@ -57,25 +62,31 @@ def _summary(events: list[tuple[str, dict[str, Any]]], stats: Any) -> None:
     print(f"produced {stats.events} events; consumed and decoded {len(events)}")
     if inv:
         i = inv[-1]
-        print(f"inventory: {i['gpu_count']} x {i['gpu_model']} ({i['gpu_memory_mib']} MiB), "
-              f"cc {i['compute_capability']}, driver {i['driver_version']}, "
-              f"interconnect {i['interconnect']}, islands {i['nvlink_islands']}, "
-              f"MIG {i['mig_enabled']}, labels {i['labels']}")
+        print(
+            f"inventory: {i['gpu_count']} x {i['gpu_model']} ({i['gpu_memory_mib']} MiB), "
+            f"cc {i['compute_capability']}, driver {i['driver_version']}, "
+            f"interconnect {i['interconnect']}, islands {i['nvlink_islands']}, "
+            f"MIG {i['mig_enabled']}, labels {i['labels']}"
+        )
     print("telemetry by tier:", dict(Counter(e["tier"] for e in tel)))
     print("full snapshots:", sum(e["full_snapshot"] for e in tel))
     for e in [e for e in tel if e["gpus"]][-1:]:
         for g in e["gpus"]:
-            print(f"  gpu {g['index']}: healthy={g['healthy']} util={g['util_pct']:.1f}% "
-                  f"mem={g['mem_used_mib']} MiB bw={g['mem_bw_util_pct']:.1f}% "
-                  f"temp={g['temperature_c']:.1f}C power={g['power_w']:.1f}W "
-                  f"clock={g['sm_clock_mhz']}MHz "
-                  f"throttle=0x{g['throttle_reasons']:x} ecc={g['ecc_errors']} "
-                  f"nvlink tx/rx={g['nvlink_tx_mbps']:.1f}/{g['nvlink_rx_mbps']:.1f} MB/s "
-                  f"perf={g['perf_factor']:.3f} xid={g['xid_events']}")
+            print(
+                f"  gpu {g['index']}: healthy={g['healthy']} util={g['util_pct']:.1f}% "
+                f"mem={g['mem_used_mib']} MiB bw={g['mem_bw_util_pct']:.1f}% "
+                f"temp={g['temperature_c']:.1f}C power={g['power_w']:.1f}W "
+                f"clock={g['sm_clock_mhz']}MHz "
+                f"throttle=0x{g['throttle_reasons']:x} ecc={g['ecc_errors']} "
+                f"nvlink tx/rx={g['nvlink_tx_mbps']:.1f}/{g['nvlink_rx_mbps']:.1f} MB/s "
+                f"perf={g['perf_factor']:.3f} xid={g['xid_events']}"
+            )
     for e in [e for e in tel if e["tier"] in ("NEARLINE", "SLOW")][-2:]:
-        print(f"  {e['tier']}: disk r/w={e['disk_read_mbps']}/{e['disk_write_mbps']} MB/s "
-              f"net rx/tx={e['net_rx_mbps']}/{e['net_tx_mbps']} MB/s energy={e['energy_j']} J "
-              f"perf/W={e['perf_per_watt']}")
+        print(
+            f"  {e['tier']}: disk r/w={e['disk_read_mbps']}/{e['disk_write_mbps']} MB/s "
+            f"net rx/tx={e['net_rx_mbps']}/{e['net_tx_mbps']} MB/s energy={e['energy_j']} J "
+            f"perf/W={e['perf_per_watt']}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,10 @@
 """Errors of the edge processes (node agents, simulated fleet).
 
-    GpuflowError                     root (scorer.errors)
-    └── AgentError                   a fault in a node agent or the simulated fleet
-        ├── NvmlUnavailable          no NVIDIA driver / NVML library on this machine
-        ├── FleetSpecError           a fleet YAML is malformed; names the offending field
-        └── PublishError             events could not be handed to the broker
+GpuflowError                     root (scorer.errors)
+└── AgentError                   a fault in a node agent or the simulated fleet
+    ├── NvmlUnavailable          no NVIDIA driver / NVML library on this machine
+    ├── FleetSpecError           a fleet YAML is malformed; names the offending field
+    └── PublishError             events could not be handed to the broker
 """
 
 from __future__ import annotations

@@ -65,9 +65,7 @@ class SimulatedFleet:
         self._last_ms: int | None = None
         self._revived: set[int] = set()
         self._pending: list[Fault] = []
-        self._random_faults = any(
-            v > 0 for k, v in vars(spec.faults).items() if "_per_" in k
-        )
+        self._random_faults = any(v > 0 for k, v in vars(spec.faults).items() if "_per_" in k)
 
     def _twin_gpus(self) -> list[TwinGpu]:
         share = self.spec.faults.thermal_throttle_share
@@ -161,9 +159,7 @@ class SimulatedFleet:
         dt = 1.0 if self._last_ms is None else max(0.0, min(60.0, (now_ms - self._last_ms) / 1e3))
         if self._last_ms is None:
             start = now_ms / 1000.0
-            self._sched = [
-                TierScheduler(self.policy, start, float(s)) for s in self._stagger
-            ]
+            self._sched = [TierScheduler(self.policy, start, float(s)) for s in self._stagger]
         self._last_ms = now_ms
         self._apply_pending()
         self._expire_faults(now_ms)

@@ -79,7 +79,7 @@ class HostStats:
 
 def host_capacity(proc: Path = Path("/proc")) -> tuple[int, int]:
     """(allocatable CPU millicores, host memory MiB) of this machine."""
-    cpu = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    cpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     mem_mib = 0
     try:
         for line in (proc / "meminfo").read_text().splitlines():

@@ -62,8 +62,9 @@ def telemetry_chunk(store: Store, n: int, start: int, day0: int, rng: Any) -> pa
     arrays = []
     for name, ch_type in cols.items():
         if name in data:
-            arrays.append(pa.array(data[name]) if not isinstance(data[name], pa.Array)
-                          else data[name])
+            arrays.append(
+                pa.array(data[name]) if not isinstance(data[name], pa.Array) else data[name]
+            )
         elif ch_type.startswith("Nullable"):
             arrays.append(pa.nulls(n, pa.float32()))
         elif ch_type == "Bool":
@@ -89,8 +90,7 @@ def sink_path_rate(store: Store, events: int, day0: int) -> float:
     ctx = RowContext({"n1": "H100"})
     rows: list[dict[str, Any]] = []
     for i in range(events):
-        rows += to_rows("NodeTelemetry", S.node_telemetry("n1", "eu", day0 + i, [50.0] * 8),
-                        ctx)[1]
+        rows += to_rows("NodeTelemetry", S.node_telemetry("n1", "eu", day0 + i, [50.0] * 8), ctx)[1]
     t = time.perf_counter()
     store.insert_rows("node_telemetry", rows)
     return len(rows) / (time.perf_counter() - t)
@@ -131,12 +131,16 @@ def main() -> None:
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),  # other work on the same cores
         "engine": "chDB (clickhouse-connect chdb://), insert_arrow"
         + ("" if args.no_rollup else ", MV to gpu_util_1m on insert"),
-        "rows": int(count), "batch_rows": args.batch, "open_store_s": round(open_s, 3),
-        "insert_s": round(insert_s, 3), "chunk_insert_s": chunk_s,
+        "rows": int(count),
+        "batch_rows": args.batch,
+        "open_store_s": round(open_s, 3),
+        "insert_s": round(insert_s, 3),
+        "chunk_insert_s": chunk_s,
         "rows_per_s": round(count / insert_s),
         "rows_per_s_median_chunk": round(args.batch / sorted(chunk_s)[len(chunk_s) // 2]),
         "rows_per_s_best_chunk": round(args.batch / min(chunk_s)),
-        "rollup_query_s": rollup_s and round(rollup_s, 4), "rollup_groups": groups,
+        "rollup_query_s": rollup_s and round(rollup_s, 4),
+        "rollup_groups": groups,
         "raw_1m_groupby_query_s": round(raw_s, 3),
         "sink_path_rows_per_s": round(sink_rate),
     }

@@ -23,18 +23,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import OFFSET_END, TopicPartition  # noqa: E402
-from confluent_kafka.admin import NewTopic  # noqa: E402
+from confluent_kafka import OFFSET_END, TopicPartition
+from confluent_kafka.admin import NewTopic
 
-from agents import SimulatedFleet, demo_fleet, generate_nodes, run_fleet  # noqa: E402
-from agents.executor import ExecutorTwin  # noqa: E402
-from agents.jobgen import generate_jobs, run_jobgen  # noqa: E402
-from bench._common import percentiles, write_result  # noqa: E402
-from gpuflow.stack import Stack  # noqa: E402
-from infra.config import Config, load_config  # noqa: E402
-from infra.kafka import admin, consumer, producer  # noqa: E402
-from infra.topics import DECISIONS_PLACEMENT  # noqa: E402
-from schemas import SingleObjectCodec  # noqa: E402
+from agents import SimulatedFleet, demo_fleet, generate_nodes, run_fleet
+from agents.executor import ExecutorTwin
+from agents.jobgen import generate_jobs, run_jobgen
+from bench._common import percentiles, write_result
+from gpuflow.stack import Stack
+from infra.config import Config, load_config
+from infra.kafka import admin, consumer, producer
+from infra.topics import DECISIONS_PLACEMENT
+from schemas import SingleObjectCodec
 
 HOP_TOPIC = "bench.hop"
 
@@ -56,8 +56,9 @@ def measure_hop(config: Config, stop: threading.Event, rate: float = 200.0) -> l
             p.poll(0)
             next_send += 1.0 / rate
         for msg in c.consume(100, timeout=0.002):
-            if not msg.error():
-                latencies.append((time.perf_counter() - struct.unpack("<d", msg.value())[0]) * 1e3)
+            value = msg.value()
+            if msg.error() is None and value is not None:
+                latencies.append((time.perf_counter() - struct.unpack("<d", value)[0]) * 1e3)
     c.close()
     return latencies
 
@@ -122,7 +123,9 @@ def main() -> None:
     report(args, clock, hops, t0, sent, send_s)
 
 
-def report(args: Any, clock: DecisionClock, hops: list[float], t0: float, sent: int, send_s: float) -> None:
+def report(
+    args: Any, clock: DecisionClock, hops: list[float], t0: float, sent: int, send_s: float
+) -> None:
     warm = t0 + args.warmup * 1000
     rows = [(recv, d) for recv, d in clock.first.values() if d["submitted_ts"] >= warm]
     e2e = [recv - d["submitted_ts"] for recv, d in rows]

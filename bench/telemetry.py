@@ -19,12 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
-from agents import SimulatedFleet, TierPolicy, demo_fleet, generate_nodes, run_fleet  # noqa: E402
-from bench._common import write_result  # noqa: E402
-from gpuflow.stack import Stack  # noqa: E402
-from infra.config import load_config  # noqa: E402
+from agents import SimulatedFleet, TierPolicy, demo_fleet, generate_nodes, run_fleet
+from bench._common import write_result
+from gpuflow.stack import Stack
+from infra.config import load_config
 
 
 def main() -> None:

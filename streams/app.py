@@ -204,7 +204,6 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
             }
         )
 
-
     @app.page("/metrics/")
     async def metrics(web: Any, request: Any) -> Any:
         """Events processed per stream and recent telemetry lag."""

@@ -74,8 +74,10 @@ def run_query(
 def render(result: QueryResult, fmt: str) -> str:
     """CSV or JSON text; the table format is printed by rich in `sql`."""
     if fmt == "json":
-        return json.dumps([dict(zip(result.columns, row, strict=True))
-                           for row in result.to_json()["rows"]], indent=1)
+        return json.dumps(
+            [dict(zip(result.columns, row, strict=True)) for row in result.to_json()["rows"]],
+            indent=1,
+        )
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(result.columns)
@@ -94,12 +96,15 @@ def _table(result: QueryResult) -> Table:
 
 
 def sql(
-    query: Annotated[str, typer.Argument(help="SQL to run, e.g. \"SELECT count() FROM ...\"")],
+    query: Annotated[str, typer.Argument(help='SQL to run, e.g. "SELECT count() FROM ..."')],
     format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json")] = "table",
-    write: Annotated[bool, typer.Option("--write", help="allow statements that change data")]
-    = False,
-    param: Annotated[list[str] | None, typer.Option(
-        "--param", "-p", help="name=value for {name:Type} in the query (repeatable)")] = None,
+    write: Annotated[
+        bool, typer.Option("--write", help="allow statements that change data")
+    ] = False,
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", "-p", help="name=value for {name:Type} in the query (repeatable)"),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="gpuflow.toml")] = None,
 ) -> None:
     """Query the history in ClickHouse SQL (read-only unless --write)."""

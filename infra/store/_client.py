@@ -57,13 +57,17 @@ class QueryResult:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON types (timestamps as ISO strings), for the worker's /sql/ page."""
-        return {"columns": list(self.columns), "types": list(self.types),
-                "rows": [[_plain(v) for v in row] for row in self.rows]}
+        return {
+            "columns": list(self.columns),
+            "types": list(self.types),
+            "rows": [[_plain(v) for v in row] for row in self.rows],
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> QueryResult:
-        return cls(tuple(data["columns"]), tuple(data["types"]),
-                   tuple(tuple(row) for row in data["rows"]))
+        return cls(
+            tuple(data["columns"]), tuple(data["types"]), tuple(tuple(row) for row in data["rows"])
+        )
 
 
 def _plain(value: Any) -> Any:
@@ -130,8 +134,10 @@ class Store:
         settings: dict[str, Any] = {}
         if not write:
             if not is_read_only(sql):
-                raise ReadOnlyError("read-only: only SELECT/WITH/SHOW/DESCRIBE/EXPLAIN/EXISTS "
-                                    "(pass write=True / --write to change data)")
+                raise ReadOnlyError(
+                    "read-only: only SELECT/WITH/SHOW/DESCRIBE/EXPLAIN/EXISTS "
+                    "(pass write=True / --write to change data)"
+                )
             settings["readonly"] = 2
         try:
             with self._lock:
@@ -166,8 +172,9 @@ class Store:
         """One columnar insert; returns rows written."""
         try:
             with self._lock:
-                self._client.insert_arrow(table, data, database=self.database,
-                                          settings=_INSERT_SETTINGS)
+                self._client.insert_arrow(
+                    table, data, database=self.database, settings=_INSERT_SETTINGS
+                )
         except ClickHouseError as exc:
             raise _wrap(exc) from exc
         return data.num_rows
@@ -223,10 +230,17 @@ def _client_for(dsn: str, user: str, password: str) -> Any:
         return clickhouse_connect.get_client(dsn=dsn, **kwargs)
     except Exception as exc:  # connection, auth, or a chdb directory held by another process
         text = str(exc).replace(password, "***") if password else str(exc)
-        hint = (" (only one process may open a chdb directory: is the worker running "
-                "without its web server?)") if dsn.startswith("chdb:") else ""
+        hint = (
+            (
+                " (only one process may open a chdb directory: is the worker running "
+                "without its web server?)"
+            )
+            if dsn.startswith("chdb:")
+            else ""
+        )
         raise StoreError(
-            f"cannot open store {redact_dsn(dsn)}: {text.splitlines()[0]}{hint}") from None
+            f"cannot open store {redact_dsn(dsn)}: {text.splitlines()[0]}{hint}"
+        ) from None
 
 
 def open_store(config: Config, *, database: str | None = None, migrate: bool = True) -> Store:

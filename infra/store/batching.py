@@ -142,7 +142,8 @@ class Batcher:
             shift = len(merged.rows.get(table, []))
             merged.rows.setdefault(table, []).extend(rows)
             merged.sources.setdefault(table, []).extend(
-                (a + shift, b + shift, src) for a, b, src in self._batch.sources.get(table, []))
+                (a + shift, b + shift, src) for a, b, src in self._batch.sources.get(table, [])
+            )
         for key, offset in self._batch.offsets.items():
             merged.offsets[key] = max(merged.offsets.get(key, 0), offset)
         merged.event_ids.extend(self._batch.event_ids)

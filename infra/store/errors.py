@@ -1,9 +1,9 @@
 """Errors of the history store (children of infra.errors.StoreError).
 
-    StoreError                     ClickHouse refused or failed
-    ├── QueryError                 a query is malformed or refers to unknown things
-    ├── RowError                   a row does not fit its table's columns (bad data, not a fault)
-    └── ReadOnlyError              a statement that writes was sent without write=True
+StoreError                     ClickHouse refused or failed
+├── QueryError                 a query is malformed or refers to unknown things
+├── RowError                   a row does not fit its table's columns (bad data, not a fault)
+└── ReadOnlyError              a statement that writes was sent without write=True
 """
 
 from __future__ import annotations

@@ -87,8 +87,14 @@ def apply_migrations(store: Store, migrations: list[Migration] | None = None) ->
             store.command(stmt)
         store.insert_rows(
             "schema_migrations",
-            [{"version": mig.version, "name": mig.name, "checksum": mig.checksum,
-              "applied_at": int(time.time() * 1000)}],
+            [
+                {
+                    "version": mig.version,
+                    "name": mig.name,
+                    "checksum": mig.checksum,
+                    "applied_at": int(time.time() * 1000),
+                }
+            ],
         )
         log.info("migration applied version=%03d name=%s", mig.version, mig.name)
         applied.append(mig.version)

@@ -46,28 +46,67 @@ def _assignments(items: list[Mapping[str, Any]]) -> tuple[list[str], list[list[i
 
 def _inventory(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     ctx.node_models[rec["node_id"]] = rec["gpu_model"]
-    keep = ("node_id", "region", "zone", "rack", "cloud", "gpu_model", "gpu_count",
-            "gpu_memory_mib", "interconnect", "nvlink_islands", "cpu_milli", "memory_mib",
-            "price_per_gpu_hour", "compute_capability", "driver_version", "mig_enabled",
-            "labels")
+    keep = (
+        "node_id",
+        "region",
+        "zone",
+        "rack",
+        "cloud",
+        "gpu_model",
+        "gpu_count",
+        "gpu_memory_mib",
+        "interconnect",
+        "nvlink_islands",
+        "cpu_milli",
+        "memory_mib",
+        "price_per_gpu_hour",
+        "compute_capability",
+        "driver_version",
+        "mig_enabled",
+        "labels",
+    )
     return [_base(rec) | {k: rec[k] for k in keep}]
 
 
-_NODE_FIELDS = ("disk_read_mbps", "disk_write_mbps", "net_rx_mbps", "net_tx_mbps",
-                "energy_j", "perf_per_watt")
-_GPU_FIELDS = ("healthy", "util_pct", "mem_used_mib", "mem_bw_util_pct", "nvlink_tx_mbps",
-               "nvlink_rx_mbps", "temperature_c", "power_w", "sm_clock_mhz",
-               "throttle_reasons", "ecc_errors", "xid_events", "perf_factor")
+_NODE_FIELDS = (
+    "disk_read_mbps",
+    "disk_write_mbps",
+    "net_rx_mbps",
+    "net_tx_mbps",
+    "energy_j",
+    "perf_per_watt",
+)
+_GPU_FIELDS = (
+    "healthy",
+    "util_pct",
+    "mem_used_mib",
+    "mem_bw_util_pct",
+    "nvlink_tx_mbps",
+    "nvlink_rx_mbps",
+    "temperature_c",
+    "power_w",
+    "sm_clock_mhz",
+    "throttle_reasons",
+    "ecc_errors",
+    "xid_events",
+    "perf_factor",
+)
 
 
 def _telemetry(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
-    node = _base(rec) | {
-        "node_id": rec["node_id"], "region": rec["region"],
-        "gpu_model": ctx.node_models.get(rec["node_id"], ""), "tier": rec["tier"],
-        "full_snapshot": rec["full_snapshot"], "node_healthy": rec["node_healthy"],
-    } | {k: rec.get(k) for k in _NODE_FIELDS}
-    return [node | {"gpu_index": g["index"]} | {k: g[k] for k in _GPU_FIELDS}
-            for g in rec["gpus"]]
+    node = (
+        _base(rec)
+        | {
+            "node_id": rec["node_id"],
+            "region": rec["region"],
+            "gpu_model": ctx.node_models.get(rec["node_id"], ""),
+            "tier": rec["tier"],
+            "full_snapshot": rec["full_snapshot"],
+            "node_healthy": rec["node_healthy"],
+        }
+        | {k: rec.get(k) for k in _NODE_FIELDS}
+    )
+    return [node | {"gpu_index": g["index"]} | {k: g[k] for k in _GPU_FIELDS} for g in rec["gpus"]]
 
 
 def _copy(*fields: str) -> Callable[[Mapping[str, Any], RowContext], list[Row]]:
@@ -90,51 +129,110 @@ def _job_event(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
 
 
 def _region_state(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
-    keep = ("region", "nodes", "healthy_nodes", "total_gpus_by_model", "free_gpus_by_model",
-            "max_free_per_node_by_model", "util_mean", "queue_depth",
-            "price_per_gpu_hour_mean", "carbon_g_per_kwh")
-    return [_base(rec) | {k: rec[k] for k in keep} | {
-        "window_start": _ms(rec["window_start"]), "window_end": _ms(rec["window_end"])}]
+    keep = (
+        "region",
+        "nodes",
+        "healthy_nodes",
+        "total_gpus_by_model",
+        "free_gpus_by_model",
+        "max_free_per_node_by_model",
+        "util_mean",
+        "queue_depth",
+        "price_per_gpu_hour_mean",
+        "carbon_g_per_kwh",
+    )
+    return [
+        _base(rec)
+        | {k: rec[k] for k in keep}
+        | {"window_start": _ms(rec["window_start"]), "window_end": _ms(rec["window_end"])}
+    ]
 
 
 def _routed(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     job = rec["job"]
-    return [_base(rec) | {
-        "job_id": job["job_id"], "tenant": job["tenant"], "priority": job["priority"],
-        "gpu_count": job["gpu_count"], "submitted_ts": _ms(rec["submitted_ts"]),
-        "region": rec["region"], "candidates": rec["candidates"], "attempt": rec["attempt"],
-        "region_score": rec["region_score"], "refusals": rec["refusals"]}]
+    return [
+        _base(rec)
+        | {
+            "job_id": job["job_id"],
+            "tenant": job["tenant"],
+            "priority": job["priority"],
+            "gpu_count": job["gpu_count"],
+            "submitted_ts": _ms(rec["submitted_ts"]),
+            "region": rec["region"],
+            "candidates": rec["candidates"],
+            "attempt": rec["attempt"],
+            "region_score": rec["region_score"],
+            "refusals": rec["refusals"],
+        }
+    ]
 
 
 def _placement(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     nodes, indices, milli = _assignments(rec["assignments"])
-    keep = ("job_id", "outcome", "tenant", "priority", "gpu_count", "expected_throughput",
-            "expected_duration_s", "price_per_hour", "score", "score_breakdown", "reasons",
-            "refusals", "attempt", "worker_us")
+    keep = (
+        "job_id",
+        "outcome",
+        "tenant",
+        "priority",
+        "gpu_count",
+        "expected_throughput",
+        "expected_duration_s",
+        "price_per_hour",
+        "score",
+        "score_breakdown",
+        "reasons",
+        "refusals",
+        "attempt",
+        "worker_us",
+    )
     ts, submitted = _ms(rec["ts"]), _ms(rec["submitted_ts"])
-    return [_base(rec) | {k: rec[k] for k in keep} | {
-        "region": rec.get("region") or "", "gpu_model": rec.get("gpu_model") or "",
-        "nodes": nodes, "assignment_gpu_indices": indices, "assignment_gpu_milli": milli,
-        "node_count": len(set(nodes)), "submitted_ts": submitted,
-        "queue_wait_ms": (ts or 0) - (submitted or 0)}]
+    return [
+        _base(rec)
+        | {k: rec[k] for k in keep}
+        | {
+            "region": rec.get("region") or "",
+            "gpu_model": rec.get("gpu_model") or "",
+            "nodes": nodes,
+            "assignment_gpu_indices": indices,
+            "assignment_gpu_milli": milli,
+            "node_count": len(set(nodes)),
+            "submitted_ts": submitted,
+            "queue_wait_ms": (ts or 0) - (submitted or 0),
+        }
+    ]
 
 
 def _preemption(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     nodes, indices, milli = _assignments(rec["victim_assignments"])
-    row = _copy("job_id", "for_job_id", "region", "checkpoint_first", "victim_priority",
-                "reason")(rec, ctx)[0]
-    return [row | {"victim_nodes": nodes, "victim_gpu_indices": indices,
-                   "victim_gpu_milli": milli, "victim_gpu_count": sum(map(len, indices))}]
+    row = _copy("job_id", "for_job_id", "region", "checkpoint_first", "victim_priority", "reason")(
+        rec, ctx
+    )[0]
+    return [
+        row
+        | {
+            "victim_nodes": nodes,
+            "victim_gpu_indices": indices,
+            "victim_gpu_milli": milli,
+            "victim_gpu_count": sum(map(len, indices)),
+        }
+    ]
 
 
 def _migration(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     from_nodes, from_idx, _ = _assignments(rec["from_assignments"])
     to_nodes, to_idx, _ = _assignments(rec["to_assignments"])
     row = _copy("job_id", "from_region", "to_region", "reason", "expected_gain")(rec, ctx)[0]
-    return [row | {"from_nodes": from_nodes, "from_gpu_indices": from_idx,
-                   "to_nodes": to_nodes, "to_gpu_indices": to_idx,
-                   "gpu_count": sum(map(len, to_idx)),
-                   "cross_region": rec["from_region"] != rec["to_region"]}]
+    return [
+        row
+        | {
+            "from_nodes": from_nodes,
+            "from_gpu_indices": from_idx,
+            "to_nodes": to_nodes,
+            "to_gpu_indices": to_idx,
+            "gpu_count": sum(map(len, to_idx)),
+            "cross_region": rec["from_region"] != rec["to_region"],
+        }
+    ]
 
 
 def _bandwidth(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
@@ -143,15 +241,21 @@ def _bandwidth(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
 
 
 def _forecast(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
-    row = _copy("region", "gpu_model", "step_s", "points", "lower", "upper", "interval",
-                "model")(rec, ctx)[0]
+    row = _copy("region", "gpu_model", "step_s", "points", "lower", "upper", "interval", "model")(
+        rec, ctx
+    )[0]
     return [row | {"issued_ts": _ms(rec["issued_ts"])}]
 
 
 def _dead_letter(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     row = _copy("source_topic", "partition", "offset", "error", "consumer")(rec, ctx)[0]
-    return [row | {k: None if rec.get(k) is None else rec[k].decode("utf-8", "replace")
-                   for k in ("key", "value")}]
+    return [
+        row
+        | {
+            k: None if rec.get(k) is None else rec[k].decode("utf-8", "replace")
+            for k in ("key", "value")
+        }
+    ]
 
 
 Converter = Callable[[Mapping[str, Any], RowContext], list[Row]]
@@ -159,10 +263,14 @@ Converter = Callable[[Mapping[str, Any], RowContext], list[Row]]
 CONVERTERS: dict[str, tuple[str, Converter]] = {
     "NodeInventory": ("node_inventory", _inventory),
     "NodeTelemetry": ("node_telemetry", _telemetry),
-    "LinkTelemetry": ("link_telemetry", _copy("link_id", "src_region", "dst_region", "rtt_ms",
-                                              "capacity_gbps", "used_gbps")),
-    "GridSignal": ("grid_signals", _copy("region", "price_per_kwh", "carbon_g_per_kwh",
-                                         "renewable_share")),
+    "LinkTelemetry": (
+        "link_telemetry",
+        _copy("link_id", "src_region", "dst_region", "rtt_ms", "capacity_gbps", "used_gbps"),
+    ),
+    "GridSignal": (
+        "grid_signals",
+        _copy("region", "price_per_kwh", "carbon_g_per_kwh", "renewable_share"),
+    ),
     "JobSubmitted": ("jobs_submitted", _submitted),
     "JobEvent": ("job_events", _job_event),
     "RegionSummary": ("region_state", _region_state),

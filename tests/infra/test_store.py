@@ -104,8 +104,12 @@ def test_bad_query_is_one_line_error(store: Store) -> None:
 
 
 def test_credentials_never_in_repr() -> None:
-    cfg = load_config(env={"GPUFLOW_STORE_DSN": "http://bob:s3cret@ch:8123/db",
-                           "GPUFLOW_STORE_PASSWORD": "s3cret"})
+    cfg = load_config(
+        env={
+            "GPUFLOW_STORE_DSN": "http://bob:s3cret@ch:8123/db",
+            "GPUFLOW_STORE_PASSWORD": "s3cret",
+        }
+    )
     assert "s3cret" not in repr(cfg.store)
     store = Store(client=None, database="db", dsn=cfg.store.dsn)
     assert "s3cret" not in repr(store) and "bob" not in repr(store)

@@ -75,7 +75,10 @@ def test_telemetry_is_one_row_per_gpu_with_the_nodes_model() -> None:
     table, rows = to_rows("NodeTelemetry", S.node_telemetry("n1", "eu", 5, [1.0, 2.0, 3.0]), ctx)
     assert table == "node_telemetry"
     assert [(r["gpu_index"], r["util_pct"], r["gpu_model"]) for r in rows] == [
-        (0, 1.0, "H100"), (1, 2.0, "H100"), (2, 3.0, "H100")]
+        (0, 1.0, "H100"),
+        (1, 2.0, "H100"),
+        (2, 3.0, "H100"),
+    ]
 
 
 def test_decision_keeps_arrays_and_derives_columns() -> None:
@@ -92,24 +95,35 @@ def test_unconvertible_events_raise_conversion_error() -> None:
         to_rows("GridSignal", {"event_id": "e", "ts": 1, "schema": 1}, RowContext())
 
 
-@pytest.mark.parametrize(("ch", "arrow"), [
-    ("LowCardinality(String)", pa.string()),
-    ("Nullable(Float64)", pa.float64()),
-    ("DateTime64(3, 'UTC')", pa.timestamp("ms", tz="UTC")),
-    ("Array(Array(UInt16))", pa.list_(pa.list_(pa.uint16()))),
-    ("Map(LowCardinality(String), Int32)", pa.map_(pa.string(), pa.int32())),
-])
+@pytest.mark.parametrize(
+    ("ch", "arrow"),
+    [
+        ("LowCardinality(String)", pa.string()),
+        ("Nullable(Float64)", pa.float64()),
+        ("DateTime64(3, 'UTC')", pa.timestamp("ms", tz="UTC")),
+        ("Array(Array(UInt16))", pa.list_(pa.list_(pa.uint16()))),
+        ("Map(LowCardinality(String), Int32)", pa.map_(pa.string(), pa.int32())),
+    ],
+)
 def test_arrow_types(ch: str, arrow: pa.DataType) -> None:
     assert arrow_type(ch) == arrow
 
 
-@pytest.mark.parametrize(("sql", "ok"), [
-    ("SELECT 1", True), ("  -- note\n with x AS (SELECT 1) SELECT * FROM x", True),
-    ("(SELECT 1)", True), ("show tables", True), ("DESCRIBE node_telemetry", True),
-    ("INSERT INTO t VALUES (1)", False), ("DROP TABLE t", False),
-    ("/* SELECT */ DELETE FROM t WHERE 1", False), ("SELECT 1 INTO OUTFILE 'x'", False),
-    ("", False),
-])
+@pytest.mark.parametrize(
+    ("sql", "ok"),
+    [
+        ("SELECT 1", True),
+        ("  -- note\n with x AS (SELECT 1) SELECT * FROM x", True),
+        ("(SELECT 1)", True),
+        ("show tables", True),
+        ("DESCRIBE node_telemetry", True),
+        ("INSERT INTO t VALUES (1)", False),
+        ("DROP TABLE t", False),
+        ("/* SELECT */ DELETE FROM t WHERE 1", False),
+        ("SELECT 1 INTO OUTFILE 'x'", False),
+        ("", False),
+    ],
+)
 def test_read_only_guard(sql: str, ok: bool) -> None:
     assert is_read_only(sql) is ok
 

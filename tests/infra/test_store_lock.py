@@ -17,12 +17,19 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_directory_held_by_another_process(tmp_path: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from infra.config import load_config;"
-         "from infra.store import open_store;"
-         f"s = open_store(load_config(env={{}}, data_dir={str(tmp_path)!r}));"
-         "print('open', flush=True); time.sleep(30)"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from infra.config import load_config;"
+            "from infra.store import open_store;"
+            f"s = open_store(load_config(env={{}}, data_dir={str(tmp_path)!r}));"
+            "print('open', flush=True); time.sleep(30)",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
         started = time.monotonic()

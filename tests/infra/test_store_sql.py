@@ -31,11 +31,14 @@ def _free_port() -> int:
 def cfg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Config]:
     tmp = tmp_path_factory.mktemp("sql")
     base = load_config(env={}, data_dir=str(tmp))
-    config = dataclasses.replace(base, worker=dataclasses.replace(
-        base.worker, web_port=_free_port()))  # nothing listens: the CLI opens the store
+    config = dataclasses.replace(
+        base, worker=dataclasses.replace(base.worker, web_port=_free_port())
+    )  # nothing listens: the CLI opens the store
     with open_store(config) as store:
-        store.query("CREATE TABLE IF NOT EXISTS t (x UInt32, s String) ENGINE = MergeTree "
-                    "ORDER BY x", write=True)
+        store.query(
+            "CREATE TABLE IF NOT EXISTS t (x UInt32, s String) ENGINE = MergeTree ORDER BY x",
+            write=True,
+        )
         store.query("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')", write=True)
     yield config
 
@@ -59,8 +62,14 @@ def _toml(cfg: Config, tmp: Path) -> Path:
 
 def test_cli_reads_the_store_when_no_worker_runs(cfg: Config, tmp_path: Path) -> None:
     runner = CliRunner()
-    args = ["sql", "SELECT x, s FROM t WHERE x >= {lo:UInt32} ORDER BY x", "--param", "lo=2",
-            "--config", str(_toml(cfg, tmp_path))]
+    args = [
+        "sql",
+        "SELECT x, s FROM t WHERE x >= {lo:UInt32} ORDER BY x",
+        "--param",
+        "lo=2",
+        "--config",
+        str(_toml(cfg, tmp_path)),
+    ]
     out = runner.invoke(_cli(), [*args, "--format", "json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout) == [{"x": 2, "s": "b"}, {"x": 3, "s": "c"}]
@@ -86,8 +95,7 @@ def test_write_needs_the_flag(cfg: Config) -> None:
         run_query(cfg, "INSERT INTO t VALUES (9, 'z')", {})
     run_query(cfg, "INSERT INTO t VALUES (9, 'z')", {}, write=True)
     assert run_query(cfg, "SELECT count() FROM t WHERE x = 9", {}).scalar() == 1
-    run_query(cfg, "ALTER TABLE t DELETE WHERE x = 9 SETTINGS mutations_sync = 1", {},
-              write=True)
+    run_query(cfg, "ALTER TABLE t DELETE WHERE x = 9 SETTINGS mutations_sync = 1", {}, write=True)
 
 
 def test_run_request_validates_the_body(cfg: Config) -> None:
@@ -96,8 +104,7 @@ def test_run_request_validates_the_body(cfg: Config) -> None:
         assert run_request(store, {"query": "SELECT 1", "params": [1]})[0] == 400
         status, answer = run_request(store, {"query": "DROP TABLE t"})
         assert status == 400 and "read-only" in answer["error"]
-        status, answer = run_request(store, {"query": "SELECT {n:UInt8} AS n",
-                                             "params": {"n": 7}})
+        status, answer = run_request(store, {"query": "SELECT {n:UInt8} AS n", "params": {"n": 7}})
         assert status == 200 and answer["rows"] == [[7]]
 
 
@@ -105,8 +112,9 @@ def test_cli_goes_through_the_worker_page(cfg: Config) -> None:
     """A real Faust app's web view, served by aiohttp; the CLI posts to it."""
 
     async def scenario(store: Store) -> tuple[QueryResult, str]:
-        app = faust.App(f"sqltest-{cfg.worker.web_port}", broker="kafka://127.0.0.1:9",
-                        web_enabled=True)
+        app = faust.App(
+            f"sqltest-{cfg.worker.web_port}", broker="kafka://127.0.0.1:9", web_enabled=True
+        )
         register_sql_page(app, lambda: store)
         server = TestServer(app.web.web_app, host="127.0.0.1", port=cfg.worker.web_port)
         await server.start_server()
