@@ -92,6 +92,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=100.0, help="jobs submitted per second")
     ap.add_argument("--seconds", type=float, default=60.0, help="how long to submit")
     ap.add_argument("--warmup", type=float, default=10.0, help="seconds excluded at the start")
+    ap.add_argument("--dump", help="write per-job latencies to this file")
     args = ap.parse_args()
 
     config = load_config(data_dir=f"/tmp/gpuflow-bench-{int(time.time())}")
@@ -161,6 +162,11 @@ def report(
         "outcomes": clock.outcomes,
         "e2e_budget_ms": round(3 * hop_p["p99"] + 50, 1),
     }
+    if args.dump:
+        with open(args.dump, "w") as out:
+            for recv, d in sorted(rows, key=lambda r: r[1]["submitted_ts"]):
+                out.write(f"{(d['submitted_ts'] - t0) / 1000:.3f} {recv - d['submitted_ts']:.1f} "
+                          f"{d['ts'] - d['submitted_ts']} {d['attempt']} {d['outcome']}\n")  # fmt: skip
     path = write_result("pipeline", result)
     for key, value in result.items():
         print(f"{key:>22}: {value}")

@@ -105,6 +105,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         queue=tables["queue"],
         nodes=tables["nodes"],
         partitions=config.kafka.partitions,
+        view_ttl_s=config.worker.view_ttl_s,
     )
     rt = Runtime(config, make_codec(config.kafka.schema_registry_url or None), scheduler)
     rt.topics = topics

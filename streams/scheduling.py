@@ -50,6 +50,7 @@ class Scheduler:
         queue: MutableMapping[str, Any],
         nodes: MutableMapping[str, Any],
         partitions: int,
+        view_ttl_s: float = 0.2,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -59,6 +60,7 @@ class Scheduler:
         self.partitions = partitions
         self.final: set[str] = set()
         self.last_seen: dict[str, float] = {}
+        self.view_ttl_s = view_ttl_s
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
 
     # -- recovery -----------------------------------------------------------------------------
@@ -107,15 +109,15 @@ class Scheduler:
 
     # -- routing ------------------------------------------------------------------------------
 
-    def region_views(self, max_age_s: float = 0.2) -> dict[str, Any]:
-        """Region summaries for the router, recomputed at most every `max_age_s`.
+    def region_views(self) -> dict[str, Any]:
+        """Region summaries for the router, recomputed at most every `view_ttl_s`.
 
         Summarising 10,000 nodes costs ~0.6 ms; the router may be a moment behind because the
         placer, which reads the arrays directly, has the last word (and spills over).
         """
         at, views = self._views
         now = time.monotonic()
-        if now - at > max_age_s or not views:
+        if now - at >= self.view_ttl_s or not views:
             views = self.state.region_views()
             self._views = (now, views)
         return views
