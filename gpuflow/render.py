@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich.markup import escape
+
 __all__ = ["decision_line"]
 
 _STYLE = {"PLACED": "green", "QUEUED": "yellow", "REJECTED": "red"}
@@ -16,7 +18,7 @@ def _nodes(decision: Mapping[str, Any]) -> str:
         gpus = ",".join(str(i) for i in a["gpu_indices"])
         share = f"@{a['gpu_milli']}m" if a.get("gpu_milli", 1000) < 1000 else ""
         parts.append(f"{a['node_id']}[{gpus}]{share}")
-    shown = " ".join(parts[:3])
+    shown = escape(" ".join(parts[:3]))
     return shown + (f" +{len(parts) - 3} nodes" if len(parts) > 3 else "")
 
 
@@ -34,4 +36,9 @@ def decision_line(decision: Mapping[str, Any]) -> str:
     refusals = ", ".join(f"{k}: {v:,} nodes" for k, v in decision.get("refusals", {}).items())
     reasons = "; ".join(decision.get("reasons") or ())
     where = f" in {decision['region']}" if decision.get("region") else ""
-    return f"{head}{where}  {reasons}" + (f" [{refusals}]" if refusals else "")
+    return escape_tail(head, f"{where}  {reasons}" + (f" [{refusals}]" if refusals else ""))
+
+
+def escape_tail(head: str, tail: str) -> str:
+    """Markup head + literal tail: reasons may contain brackets rich would eat as tags."""
+    return head + escape(tail)
