@@ -165,8 +165,9 @@ def report(
     if args.dump:
         with open(args.dump, "w") as out:
             for recv, d in sorted(rows, key=lambda r: r[1]["submitted_ts"]):
-                out.write(f"{(d['submitted_ts'] - t0) / 1000:.3f} {recv - d['submitted_ts']:.1f} "
-                          f"{d['ts'] - d['submitted_ts']} {d['attempt']} {d['outcome']}\n")  # fmt: skip
+                at_s = (d["submitted_ts"] - t0) / 1000
+                e2e, inside = recv - d["submitted_ts"], d["ts"] - d["submitted_ts"]
+                out.write(f"{at_s:.3f} {e2e:.1f} {inside} {d['attempt']} {d['outcome']}\n")
     path = write_result("pipeline", result)
     for key, value in result.items():
         print(f"{key:>22}: {value}")
