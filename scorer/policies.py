@@ -4,6 +4,8 @@
 - `first_fit` (alias `fifo`): every filter, then the first node in inventory order — blind to
   the GPU model, as a model-agnostic scheduler would be.
 - `best_fit` (alias `bestfit`): every filter, then the fullest node that fits (bin packing).
+- `fgd`: every filter, then the node where the cluster's expected fragmentation grows least
+  (Fragmentation Gradient Descent, Weng et al. ATC '23), inventory order breaking ties.
 """
 
 from __future__ import annotations
@@ -32,12 +34,15 @@ _BEST_FIT = PlacerPreset(
     scores=("bin_pack", "first_fit"), weights={"bin_pack": 100.0, "first_fit": 0.01}
 )
 
+_FGD = PlacerPreset(scores=("fgd", "first_fit"), weights={"fgd": 100.0, "first_fit": 0.01})
+
 PRESETS: dict[str, PlacerPreset] = {
     "gpuflow": PlacerPreset(),
     "first_fit": _FIRST_FIT,
     "fifo": _FIRST_FIT,
     "best_fit": _BEST_FIT,
     "bestfit": _BEST_FIT,
+    "fgd": _FGD,
 }
 
 

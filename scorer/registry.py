@@ -42,6 +42,7 @@ SCORES: dict[str, Callable[..., ScorePlugin]] = {
     "load_balance": scores.LoadBalanceScore,
     "bin_pack": scores.BinPackScore,
     "first_fit": scores.FirstFitScore,
+    "fgd": scores.FgdScore,
 }
 
 DEFAULT_FILTERS: tuple[str, ...] = tuple(FILTERS)

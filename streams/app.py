@@ -5,6 +5,7 @@ Run it with `python -m streams` (or `gpuflow up`, which starts it for you).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -24,6 +25,7 @@ from infra.topics import (
 from schemas import make_codec
 from scorer import ClusterState, Placer
 from streams.history import attach_history
+from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
 from streams.transport import GpuflowApp
@@ -107,7 +109,10 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         partitions=config.kafka.partitions,
         view_ttl_s=config.worker.view_ttl_s,
     )
-    rt = Runtime(config, make_codec(config.kafka.schema_registry_url or None), scheduler)
+    codec = make_codec(config.kafka.schema_registry_url or None)
+    remote = RemoteRegions(config, codec)
+    scheduler.remote_views = remote.views
+    rt = Runtime(config, codec, scheduler)
     rt.topics = topics
 
     def mark_dirty(*_: Any, **__: Any) -> None:
@@ -118,6 +123,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     _register_agents(app, rt, topics)
     _register_timers(app, rt)
     _register_pages(app, rt)
+    _run_with_worker(app, remote.start, remote.stop)
     if config.store.enabled:
         attach_history(app, config)  # the worker owns the ClickHouse store while it runs
     return app, rt
@@ -184,6 +190,20 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
             record = await rt.decode(event, "GridSignal", "grid")
             if record is not None:
                 rt.fleet.on_grid(record)
+
+
+def _run_with_worker(app: faust.App, start: Any, stop: Any) -> None:
+    """Start and stop a blocking helper with the worker (as a mode Service)."""
+    from mode import Service
+
+    class Helper(Service):
+        async def on_start(self) -> None:
+            start()
+
+        async def on_stop(self) -> None:
+            await asyncio.get_running_loop().run_in_executor(None, stop)
+
+    app.service(Helper)
 
 
 def _register_pages(app: faust.App, rt: Runtime) -> None:

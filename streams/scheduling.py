@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
 from infra.jobspec import job_problems
@@ -51,6 +51,7 @@ class Scheduler:
         nodes: MutableMapping[str, Any],
         partitions: int,
         view_ttl_s: float = 0.2,
+        remote_views: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -61,6 +62,7 @@ class Scheduler:
         self.final: set[str] = set()
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
+        self.remote_views = remote_views
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
 
     # -- recovery -----------------------------------------------------------------------------
@@ -119,6 +121,8 @@ class Scheduler:
         now = time.monotonic()
         if now - at >= self.view_ttl_s or not views:
             views = self.state.region_views()
+            if self.remote_views is not None:  # regions other workers own; ours are exact
+                views = {**self.remote_views(), **views}
             self._views = (now, views)
         return views
 

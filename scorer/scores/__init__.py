@@ -7,6 +7,7 @@ from scorer.scores.carbon import CarbonScore
 from scorer.scores.compute import ComputeScore
 from scorer.scores.cost import CostScore
 from scorer.scores.data_affinity import DataAffinityScore
+from scorer.scores.fgd import FgdScore
 from scorer.scores.first_fit import FirstFitScore
 from scorer.scores.fragmentation import FragmentationScore, TaskMix
 from scorer.scores.load_balance import LoadBalanceScore
@@ -19,6 +20,7 @@ __all__ = [
     "ComputeScore",
     "CostScore",
     "DataAffinityScore",
+    "FgdScore",
     "FirstFitScore",
     "FragmentationScore",
     "LoadBalanceScore",

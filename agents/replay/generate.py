@@ -1,0 +1,130 @@
+"""Seeded synthetic traces after Gavel's recipe (shared/data/README.md), and CSV writers.
+
+Jobs: Poisson arrivals (first at 0, exponential gaps of mean `lam_s`), job types uniform over
+the throughput table's types, run time on the reference V100 uniform in 1..4 hours; the
+distributed models (ResNet-18/50, Transformer, LM) use 1, 2 or 4 GPUs with probabilities
+0.7 / 0.1 / 0.2, the others 1. Cluster: Gavel's 36 V100 + 36 P100 + 36 K80 as 9 servers of 4
+GPUs per model, listed round-robin (V100, P100, K80, V100...) so inventory order says nothing
+about speed.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from agents.replay.trace import TraceJob, TraceNode
+from scorer import ThroughputModel, default_catalog
+
+__all__ = [
+    "DISTRIBUTED",
+    "gavel_cluster",
+    "gavel_jobs",
+    "runnable_types",
+    "write_jobs",
+    "write_nodes",
+]
+
+DISTRIBUTED = ("ResNet-18", "ResNet-50", "Transformer", "LM")
+SCALES, SCALE_P = (1, 2, 4), (0.7, 0.1, 0.2)
+REFERENCE = "V100-16"
+
+
+def gavel_cluster(
+    per_model: int = 36,
+    gpus_per_node: int = 4,
+    models: Sequence[str] = ("V100-16", "P100", "K80"),
+    region: str = "gavel",
+) -> tuple[TraceNode, ...]:
+    catalog = default_catalog()
+    servers = per_model // gpus_per_node
+    nodes = []
+    for i in range(servers):
+        for m in models:
+            spec = catalog[m]
+            nodes.append(
+                TraceNode(
+                    node_id=f"{spec.name.lower()}-{i:02d}",
+                    region=region,
+                    gpu_model=spec.name,
+                    gpu_count=gpus_per_node,
+                    zone=f"{region}-a",
+                    rack=f"rack-{i // 4}",
+                    price_per_gpu_hour=spec.price_per_gpu_hour,
+                    interconnect=spec.interconnect,
+                    gpu_memory_mib=spec.memory_mib,
+                )
+            )
+    return tuple(nodes)
+
+
+def runnable_types(throughput: ThroughputModel) -> tuple[str, ...]:
+    """Job types of the table with a non-zero single-GPU rate on the reference model."""
+    ref = throughput.catalog.canonical(REFERENCE)
+    return tuple(
+        sorted({jt for jt, m, s, _ in throughput.measured if m == ref and s == 1})
+    )
+
+
+def gavel_jobs(
+    throughput: ThroughputModel,
+    n_jobs: int,
+    lam_s: float,
+    *,
+    seed: int = 0,
+    multi_gpu: bool = True,
+    min_hours: float = 1.0,
+    max_hours: float = 4.0,
+) -> tuple[TraceJob, ...]:
+    rng = np.random.default_rng(seed)
+    types = runnable_types(throughput)
+    gaps = rng.exponential(lam_s, n_jobs)
+    gaps[0] = 0.0
+    arrivals = np.cumsum(gaps)
+    jobs = []
+    for i in range(n_jobs):
+        job_type = types[int(rng.integers(len(types)))]
+        scale = 1
+        if multi_gpu and job_type.split(" ")[0] in DISTRIBUTED:
+            scale = int(rng.choice(SCALES, p=SCALE_P))
+        hours = float(rng.uniform(min_hours, max_hours))
+        jobs.append(
+            TraceJob(
+                job_id=f"job-{i:05d}",
+                submit_s=float(round(arrivals[i])),
+                num_gpus=scale,
+                duration_s=round(hours * 3600.0, 1),
+                job_type=job_type,
+                reference_model=REFERENCE,
+            )
+        )
+    return tuple(jobs)
+
+
+NODE_HEADER = ("node_id", "region", "zone", "rack", "gpu_model", "gpu_count", "cpu_milli",
+               "memory_mib", "price_per_gpu_hour")
+JOB_HEADER = ("job_id", "submit_s", "num_gpus", "duration_s", "gpu_milli", "gpu_models",
+              "job_type", "reference_model", "priority", "tenant", "cpu_milli", "memory_mib")
+
+
+def write_nodes(path: str | Path, nodes: Sequence[TraceNode]) -> None:
+    with Path(path).open("w", newline="", encoding="utf-8") as fh:
+        out = csv.writer(fh)
+        out.writerow(NODE_HEADER)
+        for n in nodes:
+            out.writerow([n.node_id, n.region, n.zone, n.rack, n.gpu_model, n.gpu_count,
+                          n.cpu_milli, n.memory_mib, n.price_per_gpu_hour])
+
+
+def write_jobs(path: str | Path, jobs: Sequence[TraceJob]) -> None:
+    with Path(path).open("w", newline="", encoding="utf-8") as fh:
+        out = csv.writer(fh)
+        out.writerow(JOB_HEADER)
+        for j in jobs:
+            out.writerow([j.job_id, f"{j.submit_s:g}", j.num_gpus, f"{j.duration_s:g}",
+                          j.gpu_milli, "|".join(j.gpu_models), j.job_type,
+                          j.reference_model or "", j.priority, j.tenant, j.cpu_milli,
+                          j.memory_mib])

@@ -1,0 +1,289 @@
+"""The digital twin: an event-driven executor on a virtual clock that carries out decisions.
+
+Work is counted in reference-seconds: a job's `duration_s` is its run time alone on its
+reference GPU model, consolidated on one server. On a placement it progresses at
+
+    rate = speed(job, model, consolidated) x mean perf factor of its nodes
+
+where speed comes from the throughput model (Gavel's measured table, else roofline). A gang
+spread over nodes uses the measured consolidated=0 figure when the table has it, else pays
+`spread_penalty` (multi-GPU jobs only). An eviction keeps the work up to the last checkpoint
+(every `checkpoint_interval_s` of compute) and loses the rest; a migration checkpoints first
+(no loss). Each resumed segment pays `restore_s` before it progresses. GPUs (milli per GPU),
+host CPU and host memory are capacity: the twin refuses any placement that exceeds them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agents.replay.errors import TwinError
+from agents.replay.trace import TraceJob, TraceNode, job_record
+from scorer import JobSpec, ThroughputModel
+
+__all__ = ["JobRun", "Slice", "Twin", "TwinConfig"]
+
+
+@dataclass(frozen=True)
+class TwinConfig:
+    checkpoint_interval_s: float = 1800.0  # when the job declares none
+    restore_s: float = 60.0  # reload a checkpoint on resume or after a migration
+    spread_penalty: float = 0.7  # multi-node gang speed factor when no consolidated=0 figure
+
+
+@dataclass(frozen=True)
+class Slice:
+    """GPUs of one node given to a job (the twin's copy of an Assignment)."""
+
+    node_id: str
+    gpu_indices: tuple[int, ...]
+    gpu_milli: int = 1000
+
+
+@dataclass
+class JobRun:
+    """What happened to one job (mutable while the replay runs)."""
+
+    job: TraceJob
+    submit_s: float
+    first_start_s: float | None = None
+    end_s: float | None = None
+    rejected: bool = False
+    done: float = 0.0  # reference-seconds of work kept
+    slices: tuple[Slice, ...] = ()
+    gpu_model: str | None = None
+    segment_start: float = 0.0
+    restore: float = 0.0
+    rate: float = 0.0
+    epoch: int = 0  # bumps on every (re)placement, invalidating stale finish events
+    preemptions: int = 0
+    migrations: int = 0
+    gpu_seconds: float = 0.0  # GPUs held x time (shares count their fraction)
+    cost: float = 0.0
+    energy_kwh: float = 0.0
+    model_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return bool(self.slices)
+
+    @property
+    def finish_at(self) -> float:
+        return self.segment_start + self.restore + (self.job.duration_s - self.done) / self.rate
+
+
+class Twin:
+    """Executes placements on a virtual clock; the engine asks it what finishes next."""
+
+    def __init__(
+        self,
+        nodes: Sequence[TraceNode],
+        throughput: ThroughputModel,
+        config: TwinConfig | None = None,
+    ) -> None:
+        self.config = config or TwinConfig()
+        self.throughput = throughput
+        self.catalog = throughput.catalog
+        self.nodes: dict[str, TraceNode] = {n.node_id: n for n in nodes}
+        self.free_milli = {n.node_id: np.full(n.gpu_count, 1000, np.int64) for n in nodes}
+        self.free_cpu = {n.node_id: n.cpu_milli for n in nodes}
+        self.free_mem = {n.node_id: n.memory_mib for n in nodes}
+        self.perf = {n.node_id: 1.0 for n in nodes}
+        self.total_milli = 1000 * sum(n.gpu_count for n in nodes)
+        self.allocated_milli = 0
+        self.runs: dict[str, JobRun] = {}
+        self.now = 0.0
+        self.timeline: list[tuple[float, float]] = [(0.0, 0.0)]  # (t, allocated share)
+        self._finishes: list[tuple[float, int, str, int]] = []
+        self._seq = 0
+
+    # ---- inputs ------------------------------------------------------------------------
+    def submit(self, job: TraceJob, at: float) -> JobRun:
+        self._advance(at)
+        run = self.runs[job.job_id] = JobRun(job, submit_s=at)
+        return run
+
+    def set_perf_factor(self, node_id: str, factor: float) -> None:
+        """Measured slowdown of a node (1 = nominal); applies to segments started later."""
+        self.perf[node_id] = float(factor)
+
+    def start(self, job_id: str, slices: Sequence[Slice], at: float) -> float:
+        """Run `job_id` on `slices` from `at`; returns its modelled finish time."""
+        self._advance(at)
+        run = self._run(job_id)
+        if run.running or run.end_s is not None:
+            raise TwinError(f"job {job_id} is already running or finished")
+        self._take(run.job, slices)
+        run.slices = tuple(slices)
+        run.gpu_model = self.nodes[slices[0].node_id].gpu_model
+        run.rate = self.rate(run.job, slices)
+        run.restore = self.config.restore_s if run.done > 0 else 0.0
+        run.segment_start = at
+        run.epoch += 1
+        if run.first_start_s is None:
+            run.first_start_s = at
+        self._seq += 1
+        heapq.heappush(self._finishes, (run.finish_at, self._seq, job_id, run.epoch))
+        return run.finish_at
+
+    def reject(self, job_id: str, at: float) -> None:
+        self._advance(at)
+        self._run(job_id).rejected = True
+
+    def evict(self, job_id: str, at: float) -> float:
+        """Stop a running job; work since its last checkpoint is lost. Returns work kept."""
+        self._advance(at)
+        run = self._running(job_id)
+        interval = run.job.checkpoint_interval_s or self.config.checkpoint_interval_s
+        computed = max(0.0, at - run.segment_start - run.restore)
+        kept = math.floor(computed / interval) * interval if interval > 0 else 0.0
+        self._stop(run, at, progress=kept * run.rate)
+        run.preemptions += 1
+        return run.done
+
+    def migrate(self, job_id: str, slices: Sequence[Slice], at: float) -> float:
+        """Checkpoint, move to `slices` and resume there after the restore cost."""
+        self._advance(at)
+        run = self._running(job_id)
+        computed = max(0.0, at - run.segment_start - run.restore)
+        self._stop(run, at, progress=computed * run.rate)
+        run.migrations += 1
+        return self.start(job_id, slices, at)
+
+    # ---- the clock ----------------------------------------------------------------------
+    def next_finish(self) -> float:
+        """Virtual time of the next finish, inf when nothing runs."""
+        while self._finishes:
+            at, _, job_id, epoch = self._finishes[0]
+            run = self.runs[job_id]
+            if run.running and run.epoch == epoch:
+                return at
+            heapq.heappop(self._finishes)  # stale: evicted or migrated since
+        return math.inf
+
+    def pop_finish(self) -> JobRun:
+        """Complete the next job to finish and advance the clock to its end."""
+        at = self.next_finish()
+        if math.isinf(at):
+            raise TwinError("nothing is running")
+        _, _, job_id, _ = heapq.heappop(self._finishes)
+        run = self.runs[job_id]
+        self._advance(at)
+        self._stop(run, at, progress=run.job.duration_s - run.done)
+        run.done = run.job.duration_s
+        run.end_s = at
+        return run
+
+    def progress(self, job_id: str, at: float | None = None) -> float:
+        """Work done (reference-seconds) at `at` (now by default)."""
+        run = self._run(job_id)
+        if not run.running:
+            return run.done
+        t = self.now if at is None else at
+        return run.done + max(0.0, t - run.segment_start - run.restore) * run.rate
+
+    @property
+    def alloc_rate(self) -> float:
+        return self.allocated_milli / self.total_milli if self.total_milli else 0.0
+
+    def running_jobs(self) -> Iterable[JobRun]:
+        return (r for r in self.runs.values() if r.running)
+
+    # ---- speed ----------------------------------------------------------------------------
+    def rate(self, job: TraceJob, slices: Sequence[Slice]) -> float:
+        """Reference-seconds of work per second on `slices` (see the module docstring)."""
+        spec = JobSpec.from_record(job_record(job, 0))
+        model = self.nodes[slices[0].node_id].gpu_model
+        spread = len({s.node_id for s in slices}) > 1
+        speed = self.throughput.relative_speed(spec, model, consolidated=not spread)
+        if spread and not self._measured_spread(job, model):
+            speed *= self.config.spread_penalty
+        perf = float(np.mean([self.perf[s.node_id] for s in slices]))
+        if speed * perf <= 0:
+            raise TwinError(f"job {job.job_id} cannot run on {model} (speed 0)")
+        return speed * perf
+
+    def _measured_spread(self, job: TraceJob, model: str) -> bool:
+        measured = self.throughput.measured
+        return any(
+            (job.job_type, model, scale, False) in measured
+            for scale in (8, 4, 2)
+            if scale <= job.num_gpus
+        )
+
+    # ---- mechanics ------------------------------------------------------------------------
+    def _run(self, job_id: str) -> JobRun:
+        try:
+            return self.runs[job_id]
+        except KeyError:
+            raise TwinError(f"unknown job {job_id}") from None
+
+    def _running(self, job_id: str) -> JobRun:
+        run = self._run(job_id)
+        if not run.running:
+            raise TwinError(f"job {job_id} is not running")
+        return run
+
+    def _take(self, job: TraceJob, slices: Sequence[Slice]) -> None:
+        """Check every capacity first, then take: all or nothing."""
+        need: dict[tuple[str, int], int] = {}
+        for s in slices:
+            if s.node_id not in self.nodes:
+                raise TwinError(f"job {job.job_id}: unknown node {s.node_id}")
+            for g in s.gpu_indices:
+                need[(s.node_id, g)] = need.get((s.node_id, g), 0) + s.gpu_milli
+        for (node_id, g), milli in need.items():
+            free = self.free_milli[node_id]
+            if not 0 <= g < free.shape[0] or free[g] < milli:
+                raise TwinError(f"job {job.job_id}: {node_id}[{g}] lacks {milli} milli-GPU")
+        for node_id in {s.node_id for s in slices}:
+            if self.nodes[node_id].cpu_milli and self.free_cpu[node_id] < job.cpu_milli:
+                raise TwinError(f"job {job.job_id}: {node_id} lacks {job.cpu_milli} CPU milli")
+            if self.nodes[node_id].memory_mib and self.free_mem[node_id] < job.memory_mib:
+                raise TwinError(f"job {job.job_id}: {node_id} lacks {job.memory_mib} MiB")
+        self._apply(job, slices, -1)
+
+    def _apply(self, job: TraceJob, slices: Sequence[Slice], sign: int) -> None:
+        for s in slices:
+            for g in s.gpu_indices:
+                self.free_milli[s.node_id][g] += sign * s.gpu_milli
+                self.allocated_milli -= sign * s.gpu_milli
+        for node_id in {s.node_id for s in slices}:
+            self.free_cpu[node_id] += sign * job.cpu_milli if self.nodes[node_id].cpu_milli else 0
+            self.free_mem[node_id] += sign * job.memory_mib if self.nodes[node_id].memory_mib else 0
+        self.timeline.append((self.now, self.alloc_rate))
+
+    def _stop(self, run: JobRun, at: float, *, progress: float) -> None:
+        held = at - run.segment_start
+        self._account(run, held)
+        run.done = min(run.job.duration_s, run.done + progress)
+        self._apply(run.job, run.slices, +1)
+        run.slices = ()
+
+    def _account(self, run: JobRun, held_s: float) -> None:
+        for s in run.slices:
+            node = self.nodes[s.node_id]
+            gpu_s = held_s * len(s.gpu_indices) * s.gpu_milli / 1000
+            run.gpu_seconds += gpu_s
+            run.cost += gpu_s / 3600 * node.price_per_gpu_hour
+            spec = self.catalog.get(node.gpu_model)
+            run.energy_kwh += gpu_s / 3600 * (spec.power_w if spec else 300.0) / 1000
+            run.model_seconds[node.gpu_model] = run.model_seconds.get(node.gpu_model, 0) + gpu_s
+
+    def _advance(self, at: float) -> None:
+        if at < self.now - 1e-9:
+            raise TwinError(f"the clock cannot go back: {at} < {self.now}")
+        self.now = max(self.now, at)
+
+
+def slices_from(assignments: Iterable[Mapping[str, object]]) -> tuple[Slice, ...]:
+    """Twin slices from PlacementDecision assignment records."""
+    return tuple(
+        Slice(str(a["node_id"]), tuple(int(g) for g in a["gpu_indices"]), int(a.get("gpu_milli", 1000)))  # type: ignore[union-attr, call-overload]
+        for a in assignments
+    )

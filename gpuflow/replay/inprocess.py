@@ -1,0 +1,58 @@
+"""The in-process engine: the worker's own `Scheduler`, called directly (no broker).
+
+Every JOBS_ROUTED message is fed straight back into `place`, as the broker would deliver it;
+the Scheduler's tables are plain dicts. Same preset and throughput model as the worker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
+from scorer import ClusterState, ThroughputModel, make_placer
+from streams.outbox import Outgoing
+from streams.scheduling import Scheduler
+
+__all__ = ["InProcessDecider"]
+
+
+class InProcessDecider:
+    def __init__(
+        self, policy: str, throughput: ThroughputModel | None = None, partitions: int = 4
+    ) -> None:
+        state = ClusterState()
+        placer = make_placer(policy, state, throughput=throughput)
+        self.scheduler = Scheduler(
+            state, placer, reservations={}, queue={}, nodes={}, partitions=partitions, view_ttl_s=0
+        )
+
+    def setup(self, nodes: Sequence[Mapping[str, Any]]) -> None:
+        for record in nodes:
+            self.scheduler.nodes[record["node_id"]] = dict(record)
+        self.scheduler.rebuild({})
+
+    def submit(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return self._follow(self.scheduler.route(dict(record), started_ns=time.perf_counter_ns()))
+
+    def finished(self, job_id: str, region: str, ts_ms: int) -> list[dict[str, Any]]:
+        event = {"job_id": job_id, "type": "FINISHED", "region": region, "ts": ts_ms}
+        return self._follow(self.scheduler.on_job_event(event))
+
+    def close(self) -> None:
+        return None
+
+    def _follow(self, out: list[Outgoing]) -> list[dict[str, Any]]:
+        """Deliver routed hops until only decisions remain; decisions in emission order."""
+        decisions: list[dict[str, Any]] = []
+        pending = list(out)
+        while pending:
+            msg = pending.pop(0)
+            if msg.topic == JOBS_ROUTED:
+                pending.extend(
+                    self.scheduler.place(dict(msg.record), started_ns=time.perf_counter_ns())
+                )
+            elif msg.topic == DECISIONS_PLACEMENT:
+                decisions.append(dict(msg.record))
+        return decisions

@@ -1,0 +1,53 @@
+"""Replay plots (matplotlib, Agg): JCT CDF and allocated GPU share over virtual time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from gpuflow.replay.engine import ReplayResult  # noqa: E402
+from gpuflow.replay.summary import allocation_series  # noqa: E402
+
+__all__ = ["plot_allocation", "plot_jct_cdf"]
+
+
+def plot_jct_cdf(results: Mapping[str, ReplayResult], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, result in results.items():
+        jct = sorted(
+            (r.end_s - r.submit_s) / 3600
+            for r in result.twin.runs.values()
+            if r.end_s is not None
+        )
+        if jct:
+            ax.step(jct, np.arange(1, len(jct) + 1) / len(jct), where="post", label=name)
+    ax.set_xlabel("job completion time (hours)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title("JCT CDF")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_allocation(results: Mapping[str, ReplayResult], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, result in results.items():
+        t, a = allocation_series(result.twin, result.twin.now)
+        ax.step(t / 3600, a * 100, where="post", label=name)
+    ax.set_xlabel("virtual time (hours)")
+    ax.set_ylabel("GPUs allocated (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title("GPU allocation")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,87 @@
+"""The replay's figures: JCT, waiting, allocation, GPU-hours, cost, carbon (summary.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agents.replay.twin import Twin
+from gpuflow.replay.engine import ReplayResult
+
+__all__ = ["CARBON_G_PER_KWH", "allocation_series", "summarize"]
+
+CARBON_G_PER_KWH = 400.0  # world-average grid intensity; traces carry no grid signal
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def allocation_series(twin: Twin, until: float) -> tuple[np.ndarray, np.ndarray]:
+    """Step function of the allocated GPU share: (times, share from that time on)."""
+    t = np.array([p[0] for p in twin.timeline] + [until], float)
+    a = np.array([p[1] for p in twin.timeline] + [twin.alloc_rate], float)
+    return t, a
+
+
+def time_weighted_alloc(twin: Twin, start: float, end: float) -> float:
+    if end <= start:
+        return twin.alloc_rate
+    t, a = allocation_series(twin, end)
+    t = np.clip(t, start, end)
+    return float(np.sum(np.diff(t) * a[:-1]) / (end - start))
+
+
+def summarize(result: ReplayResult, *, policy: str, engine: str) -> dict[str, Any]:
+    twin = result.twin
+    runs = list(twin.runs.values())
+    completed = [r for r in runs if r.end_s is not None]
+    started = [r for r in runs if r.first_start_s is not None]
+    jct = [r.end_s - r.submit_s for r in completed if r.end_s is not None]
+    wait = [r.first_start_s - r.submit_s for r in started if r.first_start_s is not None]
+    first = min((r.submit_s for r in runs), default=0.0)
+    end = max([twin.now, *(r.end_s or 0.0 for r in runs)])
+    gpu_s = sum(r.gpu_seconds for r in runs)
+    by_model: dict[str, float] = {}
+    for r in runs:
+        for model, seconds in r.model_seconds.items():
+            by_model[model] = by_model.get(model, 0.0) + seconds / 3600
+    out: dict[str, Any] = {
+        "policy": policy,
+        "engine": engine,
+        "arrivals_only": result.arrivals_only,
+        "jobs": len(runs),
+        "completed": len(completed),
+        "rejected": sum(r.rejected for r in runs),
+        "running": sum(r.running for r in runs),
+        "waiting": sum(1 for r in runs if not r.running and not r.rejected and r.end_s is None),
+        "placed": len(started),
+        "avg_jct_s": _mean(jct),
+        "p50_jct_s": _pct(jct, 50),
+        "p99_jct_s": _pct(jct, 99),
+        "avg_wait_s": _mean(wait),
+        "p99_wait_s": _pct(wait, 99),
+        "makespan_s": end - first,
+        "gpu_alloc_rate": time_weighted_alloc(twin, first, end),
+        "gpu_hours": gpu_s / 3600,
+        "gpu_hours_by_model": {k: round(v, 3) for k, v in sorted(by_model.items())},
+        "preemptions": sum(r.preemptions for r in runs),
+        "migrations": sum(r.migrations for r in runs),
+        "cost": sum(r.cost for r in runs),
+        "carbon_kg": sum(r.energy_kwh for r in runs) * CARBON_G_PER_KWH / 1000,
+        "total_gpus": twin.total_milli // 1000,
+    }
+    if result.arrivals_only:
+        out["first_refusal_alloc_rate"] = (
+            result.first_refusal_alloc_rate
+            if result.first_refusal_alloc_rate is not None
+            else twin.alloc_rate
+        )
+        out["first_refusal_s"] = result.first_refusal_s
+        out["final_alloc_rate"] = twin.alloc_rate
+    return out
