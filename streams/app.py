@@ -13,6 +13,7 @@ from typing import Any
 import faust
 
 from infra.config import Config
+from infra.errors import ConfigError
 from infra.topics import (
     GRID_SIGNALS,
     JOBS_EVENTS,
@@ -23,7 +24,8 @@ from infra.topics import (
     TOPICS,
 )
 from schemas import make_codec
-from scorer import ClusterState, Placer
+from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv
+from scorer.errors import GpuflowError
 from streams.history import attach_history
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
@@ -102,7 +104,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     state = ClusterState()
     scheduler = Scheduler(
         state,
-        Placer(state),
+        Placer(state, throughput=_throughput(config)),
         reservations=tables["reservations"],
         queue=tables["queue"],
         nodes=tables["nodes"],
@@ -190,6 +192,17 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
             record = await rt.decode(event, "GridSignal", "grid")
             if record is not None:
                 rt.fleet.on_grid(record)
+
+
+def _throughput(config: Config) -> ThroughputModel | None:
+    """Measured speeds when configured; the scorer falls back to its roofline estimate."""
+    path = config.worker.throughput_csv
+    if not path:
+        return None
+    try:
+        return load_gavel_csv(path)
+    except (OSError, GpuflowError) as exc:
+        raise ConfigError(f"worker.throughput_csv: {exc}") from exc
 
 
 def _run_with_worker(app: faust.App, start: Any, stop: Any) -> None:

@@ -26,7 +26,11 @@ def main() -> None:
             file=sys.stderr,
         )
         raise SystemExit(2)
-    app, _runtime = create_app(config)
+    try:
+        app, _runtime = create_app(config)
+    except ConfigError as exc:
+        print(f"gpuflow worker: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     from faust.worker import Worker
 
     sys.argv = sys.argv[:1]  # Faust's worker parses argv; ours is already applied

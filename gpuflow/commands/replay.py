@@ -1,0 +1,104 @@
+"""`gpuflow replay`: run a trace on the digital twin under one or several placement policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agents.replay.adapters import load_gavel_trace, load_philly_trace
+from agents.replay.trace import Trace, load_nodes, load_throughputs, load_trace
+from gpuflow.commands.common import fail
+from gpuflow.replay.run import replay_policy, write_outputs
+from gpuflow.replay.summary import summarize
+from scorer.errors import GpuflowError
+
+__all__ = ["replay"]
+
+_COLUMNS = (
+    ("completed", "{:d}"),
+    ("rejected", "{:d}"),
+    ("avg_jct_s", "{:,.0f}"),
+    ("p99_jct_s", "{:,.0f}"),
+    ("avg_wait_s", "{:,.0f}"),
+    ("makespan_s", "{:,.0f}"),
+    ("gpu_alloc_rate", "{:.1%}"),
+    ("gpu_hours", "{:,.1f}"),
+    ("cost", "{:,.0f}"),
+    ("first_refusal_alloc_rate", "{:.1%}"),
+    ("final_alloc_rate", "{:.1%}"),
+)
+
+
+def _load(nodes: Path, jobs: Path, throughputs: Path | None, jobs_format: str) -> Trace:
+    if jobs_format == "csv":
+        return load_trace(nodes, jobs, throughputs)
+    tp = load_throughputs(throughputs) if throughputs else None
+    if jobs_format == "gavel":
+        return load_gavel_trace(load_nodes(nodes), jobs, tp)
+    if jobs_format == "philly":
+        return load_philly_trace(load_nodes(nodes), jobs, tp)
+    raise fail(f"--jobs-format must be csv, gavel or philly, not {jobs_format!r}")
+
+
+def _table(summaries: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="trace replay")
+    table.add_column("policy")
+    shown = [(k, f) for k, f in _COLUMNS if any(s.get(k) is not None for s in summaries.values())]
+    for key, _ in shown:
+        table.add_column(key, justify="right")
+    for name, s in summaries.items():
+        cells = [f.format(s[k]) if s.get(k) is not None else "-" for k, f in shown]
+        table.add_row(name, *cells)
+    return table
+
+
+def replay(
+    nodes: Annotated[Path, typer.Option(help="nodes.csv (see docs/traces.md).")],
+    jobs: Annotated[Path, typer.Option(help="jobs.csv, or a Gavel / Philly trace.")],
+    throughputs: Annotated[
+        Path | None, typer.Option(help="throughputs.csv or Gavel's throughput table.")
+    ] = None,
+    policy: Annotated[str, typer.Option(help="gpuflow, fifo, bestfit or fgd.")] = "gpuflow",
+    compare: Annotated[
+        str | None, typer.Option(help="Comma-separated policies to run side by side.")
+    ] = None,
+    engine: Annotated[str, typer.Option(help="inprocess (fast) or stream (broker+worker).")] = (
+        "inprocess"
+    ),
+    arrivals_only: Annotated[
+        bool, typer.Option("--arrivals-only", help="Jobs never finish: how full can it pack?")
+    ] = False,
+    jobs_format: Annotated[str, typer.Option(help="csv, gavel or philly.")] = "csv",
+    out: Annotated[Path, typer.Option(help="Directory for summary.json and plots.")] = Path(
+        "replay-out"
+    ),
+) -> None:
+    """Replay a trace on the digital twin and write DIR/summary.json, jct_cdf.png, allocation.png."""
+    policies = [p.strip() for p in (compare or policy).split(",") if p.strip()]
+    console = Console()
+    try:
+        trace = _load(nodes, jobs, throughputs, jobs_format)
+        results, summaries = {}, {}
+        steps = len(trace.jobs) * (1 if arrivals_only else 2)
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, transient=True,
+        ) as bar:
+            for name in policies:
+                task = bar.add_task(f"{name} ({engine})", total=steps)
+                result = replay_policy(
+                    trace, name, engine=engine, arrivals_only=arrivals_only,
+                    progress=lambda done, _total, t=task: bar.update(t, completed=done),
+                )
+                results[name] = result
+                summaries[name] = summarize(result, policy=name, engine=engine)
+        write_outputs(out, results, summaries)
+    except GpuflowError as exc:
+        raise fail(str(exc)) from None
+    console.print(_table(summaries))
+    console.print(f"wrote {out / 'summary.json'}, {out / 'jct_cdf.png'}, {out / 'allocation.png'}")
