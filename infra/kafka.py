@@ -14,7 +14,15 @@ from infra.config import KafkaConfig
 from infra.errors import BrokerError
 from infra.topics import TOPICS, TopicSpec
 
-__all__ = ["admin", "consumer", "end_offsets", "ensure_topics", "producer", "topic_offsets"]
+__all__ = [
+    "admin",
+    "committed_offsets",
+    "consumer",
+    "end_offsets",
+    "ensure_topics",
+    "producer",
+    "topic_offsets",
+]
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +132,22 @@ def end_offsets(kafka: KafkaConfig, topic: str, timeout_s: float = 10.0) -> dict
         if pending:
             raise BrokerError(f"end of {topic} partitions {sorted(pending)} not reached")
         return ends
+    finally:
+        c.close()
+
+
+def committed_offsets(kafka: KafkaConfig, group_id: str, topic: str) -> dict[int, int]:
+    """Offsets `group_id` has committed on each partition of `topic` (absent: none yet).
+
+    Only reads the group's commits: the consumer never subscribes, so it does not join it.
+    """
+    c = consumer(kafka, group_id=group_id)
+    try:
+        meta = c.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return {}
+        asked = [TopicPartition(topic, p) for p in meta.partitions]
+        return {tp.partition: tp.offset for tp in c.committed(asked, timeout=10) if tp.offset >= 0}
     finally:
         c.close()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from infra.config import Config
 from infra.deadletter import dead_letter_record
-from infra.kafka import end_offsets
+from infra.kafka import committed_offsets, end_offsets
 from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
 from streams.fleet import FleetTracker
@@ -68,13 +68,18 @@ class Runtime:
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
 
     def _inventory_ends(self) -> dict[int, int]:
-        return end_offsets(self.config.kafka, NODE_INVENTORY)
+        """Offsets the inventory agent must reach: the log's end, minus what it had committed.
+
+        After a restart the agent resumes at its committed offsets and the tables already hold
+        the rest, so a partition whose commit is at the end is caught up without new events.
+        """
+        ends = end_offsets(self.config.kafka, NODE_INVENTORY)
+        done = committed_offsets(self.config.kafka, self.config.worker.app_id, NODE_INVENTORY)
+        return {p: end for p, end in ends.items() if done.get(p, 0) < end}
 
     def inventory_caught_up(self) -> bool:
         return all(
-            self.inventory_seen.get(p, -1) + 1 >= end
-            for p, end in self._inventory_targets.items()
-            if end > 0
+            self.inventory_seen.get(p, -1) + 1 >= end for p, end in self._inventory_targets.items()
         )
 
     async def _wait_for_inventory(self, timeout_s: float) -> None:

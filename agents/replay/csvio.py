@@ -28,7 +28,9 @@ class Row:
     columns: dict[str, int]  # name -> 1-based column number
 
     def error(self, name: str, message: str) -> TraceError:
-        return TraceError(self.path, f"({name}) {message}", line=self.line, column=self.columns[name])
+        return TraceError(
+            self.path, f"({name}) {message}", line=self.line, column=self.columns[name]
+        )
 
     def get(self, name: str) -> str:
         """The stripped cell, "" when the column is absent or empty."""

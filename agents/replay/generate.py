@@ -64,9 +64,7 @@ def gavel_cluster(
 def runnable_types(throughput: ThroughputModel) -> tuple[str, ...]:
     """Job types of the table with a non-zero single-GPU rate on the reference model."""
     ref = throughput.catalog.canonical(REFERENCE)
-    return tuple(
-        sorted({jt for jt, m, s, _ in throughput.measured if m == ref and s == 1})
-    )
+    return tuple(sorted({jt for jt, m, s, _ in throughput.measured if m == ref and s == 1}))
 
 
 def gavel_jobs(
@@ -104,10 +102,31 @@ def gavel_jobs(
     return tuple(jobs)
 
 
-NODE_HEADER = ("node_id", "region", "zone", "rack", "gpu_model", "gpu_count", "cpu_milli",
-               "memory_mib", "price_per_gpu_hour")
-JOB_HEADER = ("job_id", "submit_s", "num_gpus", "duration_s", "gpu_milli", "gpu_models",
-              "job_type", "reference_model", "priority", "tenant", "cpu_milli", "memory_mib")
+NODE_HEADER = (
+    "node_id",
+    "region",
+    "zone",
+    "rack",
+    "gpu_model",
+    "gpu_count",
+    "cpu_milli",
+    "memory_mib",
+    "price_per_gpu_hour",
+)
+JOB_HEADER = (
+    "job_id",
+    "submit_s",
+    "num_gpus",
+    "duration_s",
+    "gpu_milli",
+    "gpu_models",
+    "job_type",
+    "reference_model",
+    "priority",
+    "tenant",
+    "cpu_milli",
+    "memory_mib",
+)
 
 
 def write_nodes(path: str | Path, nodes: Sequence[TraceNode]) -> None:
@@ -115,8 +134,19 @@ def write_nodes(path: str | Path, nodes: Sequence[TraceNode]) -> None:
         out = csv.writer(fh)
         out.writerow(NODE_HEADER)
         for n in nodes:
-            out.writerow([n.node_id, n.region, n.zone, n.rack, n.gpu_model, n.gpu_count,
-                          n.cpu_milli, n.memory_mib, n.price_per_gpu_hour])
+            out.writerow(
+                [
+                    n.node_id,
+                    n.region,
+                    n.zone,
+                    n.rack,
+                    n.gpu_model,
+                    n.gpu_count,
+                    n.cpu_milli,
+                    n.memory_mib,
+                    n.price_per_gpu_hour,
+                ]
+            )
 
 
 def write_jobs(path: str | Path, jobs: Sequence[TraceJob]) -> None:
@@ -124,7 +154,19 @@ def write_jobs(path: str | Path, jobs: Sequence[TraceJob]) -> None:
         out = csv.writer(fh)
         out.writerow(JOB_HEADER)
         for j in jobs:
-            out.writerow([j.job_id, f"{j.submit_s:g}", j.num_gpus, f"{j.duration_s:g}",
-                          j.gpu_milli, "|".join(j.gpu_models), j.job_type,
-                          j.reference_model or "", j.priority, j.tenant, j.cpu_milli,
-                          j.memory_mib])
+            out.writerow(
+                [
+                    j.job_id,
+                    f"{j.submit_s:g}",
+                    j.num_gpus,
+                    f"{j.duration_s:g}",
+                    j.gpu_milli,
+                    "|".join(j.gpu_models),
+                    j.job_type,
+                    j.reference_model or "",
+                    j.priority,
+                    j.tenant,
+                    j.cpu_milli,
+                    j.memory_mib,
+                ]
+            )

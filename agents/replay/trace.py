@@ -191,7 +191,9 @@ def load_throughputs(path: str | Path, catalog: Catalog | None = None) -> Throug
     table: dict[tuple[str, str, int, bool], float] = {}
     first = Path(path).read_text(encoding="utf-8-sig").lstrip().split("\n", 1)[0].lower()
     gavel = "gpu_type" in first and "steps_per_sec" in first
-    cols = ("job_type", "gpu_type", "scale_factor", "steps_per_sec") if gavel else THROUGHPUT_COLUMNS
+    cols = (
+        ("job_type", "gpu_type", "scale_factor", "steps_per_sec") if gavel else THROUGHPUT_COLUMNS
+    )
     job_col, model_col, gpus_col, rate_col = cols
     for row in read_rows(path, cols):
         if not row.get(job_col):

@@ -19,6 +19,7 @@ import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from agents.replay.errors import TwinError
 from agents.replay.trace import TraceJob, TraceNode, job_record
 from scorer import JobSpec, ThroughputModel
 
-__all__ = ["JobRun", "Slice", "Twin", "TwinConfig"]
+__all__ = ["JobRun", "Slice", "Twin", "TwinConfig", "slices_from"]
 
 
 @dataclass(frozen=True)
@@ -200,21 +201,26 @@ class Twin:
         spec = JobSpec.from_record(job_record(job, 0))
         model = self.nodes[slices[0].node_id].gpu_model
         spread = len({s.node_id for s in slices}) > 1
-        speed = self.throughput.relative_speed(spec, model, consolidated=not spread)
-        if spread and not self._measured_spread(job, model):
-            speed *= self.config.spread_penalty
+        speed = self.throughput.relative_speed(spec, model, consolidated=True)
+        if spread:
+            speed *= self.spread_factor(job, model)
         perf = float(np.mean([self.perf[s.node_id] for s in slices]))
         if speed * perf <= 0:
             raise TwinError(f"job {job.job_id} cannot run on {model} (speed 0)")
         return speed * perf
 
-    def _measured_spread(self, job: TraceJob, model: str) -> bool:
+    def spread_factor(self, job: TraceJob, model: str) -> float:
+        """Speed spread over servers / consolidated: measured (Gavel's consolidated=0 over =1
+        at the largest measured scale), else `spread_penalty` for multi-GPU jobs."""
         measured = self.throughput.measured
-        return any(
-            (job.job_type, model, scale, False) in measured
-            for scale in (8, 4, 2)
-            if scale <= job.num_gpus
-        )
+        for scale in (8, 4, 2):
+            if scale > job.num_gpus:
+                continue
+            apart = measured.get((job.job_type, model, scale, False))
+            together = measured.get((job.job_type, model, scale, True))
+            if apart is not None and together:
+                return apart / together
+        return self.config.spread_penalty if job.num_gpus > 1 else 1.0
 
     # ---- mechanics ------------------------------------------------------------------------
     def _run(self, job_id: str) -> JobRun:
@@ -281,9 +287,13 @@ class Twin:
         self.now = max(self.now, at)
 
 
-def slices_from(assignments: Iterable[Mapping[str, object]]) -> tuple[Slice, ...]:
+def slices_from(assignments: Iterable[Mapping[str, Any]]) -> tuple[Slice, ...]:
     """Twin slices from PlacementDecision assignment records."""
     return tuple(
-        Slice(str(a["node_id"]), tuple(int(g) for g in a["gpu_indices"]), int(a.get("gpu_milli", 1000)))  # type: ignore[union-attr, call-overload]
+        Slice(
+            str(a["node_id"]),
+            tuple(int(g) for g in a["gpu_indices"]),
+            int(a.get("gpu_milli", 1000)),
+        )
         for a in assignments
     )

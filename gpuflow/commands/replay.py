@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from agents.replay.adapters import load_gavel_trace, load_philly_trace
 from agents.replay.trace import Trace, load_nodes, load_throughputs, load_trace
 from gpuflow.commands.common import fail
+from gpuflow.replay.engine import ReplayResult
 from gpuflow.replay.run import replay_policy, write_outputs
 from gpuflow.replay.summary import summarize
 from scorer.errors import GpuflowError
@@ -57,6 +66,35 @@ def _table(summaries: dict[str, dict[str, Any]]) -> Table:
     return table
 
 
+def _advance(bar: Progress, task: TaskID) -> Callable[[int, int], None]:
+    def update(done: int, _total: int) -> None:
+        bar.update(task, completed=done)
+
+    return update
+
+
+def _run_all(
+    trace: Trace, policies: list[str], engine: str, arrivals_only: bool, console: Console
+) -> tuple[dict[str, ReplayResult], dict[str, dict[str, Any]]]:
+    results: dict[str, ReplayResult] = {}
+    summaries: dict[str, dict[str, Any]] = {}
+    steps = len(trace.jobs) * (1 if arrivals_only else 2)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bar:
+        for name in policies:
+            task = bar.add_task(f"{name} ({engine})", total=steps)
+            result = replay_policy(
+                trace,
+                name,
+                engine=engine,
+                arrivals_only=arrivals_only,
+                progress=_advance(bar, task),
+            )
+            results[name] = result
+            summaries[name] = summarize(result, policy=name, engine=engine)
+    return results, summaries
+
+
 def replay(
     nodes: Annotated[Path, typer.Option(help="nodes.csv (see docs/traces.md).")],
     jobs: Annotated[Path, typer.Option(help="jobs.csv, or a Gavel / Philly trace.")],
@@ -78,25 +116,12 @@ def replay(
         "replay-out"
     ),
 ) -> None:
-    """Replay a trace on the digital twin and write DIR/summary.json, jct_cdf.png, allocation.png."""
+    """Replay a trace on the digital twin; write DIR/summary.json, jct_cdf.png, allocation.png."""
     policies = [p.strip() for p in (compare or policy).split(",") if p.strip()]
     console = Console()
     try:
         trace = _load(nodes, jobs, throughputs, jobs_format)
-        results, summaries = {}, {}
-        steps = len(trace.jobs) * (1 if arrivals_only else 2)
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, transient=True,
-        ) as bar:
-            for name in policies:
-                task = bar.add_task(f"{name} ({engine})", total=steps)
-                result = replay_policy(
-                    trace, name, engine=engine, arrivals_only=arrivals_only,
-                    progress=lambda done, _total, t=task: bar.update(t, completed=done),
-                )
-                results[name] = result
-                summaries[name] = summarize(result, policy=name, engine=engine)
+        results, summaries = _run_all(trace, policies, engine, arrivals_only, console)
         write_outputs(out, results, summaries)
     except GpuflowError as exc:
         raise fail(str(exc)) from None

@@ -46,7 +46,7 @@ class ReplayResult:
 
 
 def _ms(t: float) -> int:
-    return BASE_MS + int(round(t * 1000))
+    return BASE_MS + round(t * 1000)
 
 
 def run_replay(
