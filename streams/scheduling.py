@@ -134,31 +134,14 @@ class Scheduler:
         submitted_ts = int(job["ts"])
         problems = job_problems(job)
         if problems:
-            return [
-                self._final(
-                    job,
-                    "REJECTED",
-                    None,
-                    submitted_ts,
-                    1,
-                    started_ns,
-                    reasons=[f"invalid job spec: {p}" for p in problems],
-                )
-            ]
+            return self._refuse_unrouted(
+                job, started_ns, [f"invalid job spec: {p}" for p in problems]
+            )
         ranked = rank_regions(job_spec(job), self.region_views())
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
-            return [
-                self._final(
-                    job,
-                    "REJECTED",
-                    None,
-                    submitted_ts,
-                    1,
-                    started_ns,
-                    reasons=[f"no known region satisfies allowed_regions={allowed}"],
-                )
-            ]
+            reason = f"no known region satisfies allowed_regions={allowed}"
+            return self._refuse_unrouted(job, started_ns, [reason])
         regions = [r for r, _ in ranked]
         routed = {
             "event_id": new_event_id(),
@@ -174,6 +157,12 @@ class Scheduler:
             "worker_us": _us_since(started_ns),
         }
         return [self._routed(routed)]
+
+    def _refuse_unrouted(
+        self, job: Mapping[str, Any], started_ns: int, reasons: list[str]
+    ) -> list[Outgoing]:
+        """REJECTED before any region was asked."""
+        return [self._final(job, "REJECTED", None, int(job["ts"]), 1, started_ns, reasons=reasons)]
 
     def _routed(self, routed: dict[str, Any]) -> Outgoing:
         return outgoing(
