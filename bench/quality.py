@@ -1,6 +1,6 @@
-"""Policy quality on Gavel-recipe traces: gpuflow against fifo, bestfit and fgd.
+"""Policy quality on Gavel-recipe traces: gpuflow against fifo, bestfit, fgd and gavel-like.
 
-    .venv/bin/python bench/quality.py [--jobs 600] [--lams 400,250,150] [--seeds 0,1,2]
+    .venv/bin/python bench/quality.py [--jobs 1000] [--lams 600,300,230,180] [--seeds 0,1,2]
 
 Cluster: Gavel's 36 V100 + 36 P100 + 36 K80 as 9 servers x 4 GPUs per model, listed
 round-robin (so first fit is blind to the model). Jobs: `agents.replay.generate.gavel_jobs`
@@ -8,7 +8,8 @@ round-robin (so first fit is blind to the model). Jobs: `agents.replay.generate.
 distributed models on 1/2/4 GPUs), run times from `../shared/data/gavel_isolated_throughputs.csv`.
 Each load runs every policy on the same traces (in-process engine, same scheduler code as the
 worker), then every policy once more with `--arrivals-only` (jobs never finish: allocation at
-the first refusal and at the end, the FGD paper's fragmentation experiment).
+the first refusal and at the end, the FGD paper's fragmentation experiment) on Gavel's mix, and on
+a bigger cluster (21 x 8-GPU servers per model) with a mix of GPU shares (`SHARE_MIX`).
 Writes bench/results/quality.json.
 """
 
@@ -26,12 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agents.replay import Trace, gavel_cluster, gavel_jobs  # noqa: E402
+from agents.replay.generate import SHARE_MIX, share_mix_jobs  # noqa: E402
 from bench._common import write_result  # noqa: E402
 from gpuflow.replay import replay_policy, summarize  # noqa: E402
 from scorer import load_gavel_csv  # noqa: E402
 
 TABLE = ROOT.parent / "shared" / "data" / "gavel_isolated_throughputs.csv"
-POLICIES = ("fifo", "bestfit", "fgd", "gpuflow")
+POLICIES = ("fifo", "bestfit", "fgd", "gavel-like", "gpuflow")
 KEYS = (
     "avg_jct_s",
     "p50_jct_s",
@@ -68,8 +70,8 @@ def run_load(trace_of: Any, seeds: list[int], arrivals_only: bool) -> dict[str, 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", type=int, default=600)
-    ap.add_argument("--lams", default="600,400,250")
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--lams", default="600,300,230,180")
     ap.add_argument("--seeds", default="0,1,2")
     args = ap.parse_args()
     throughput = load_gavel_csv(TABLE)
@@ -93,12 +95,18 @@ def main() -> None:
     def packed(seed: int) -> Trace:
         return Trace(nodes, gavel_jobs(throughput, 400, 60.0, seed=seed), throughput)
 
+    big = gavel_cluster(per_model=168, gpus_per_node=8)
+    big_gpus = sum(n.gpu_count for n in big)
+
+    def shares(seed: int) -> Trace:
+        return Trace(big, share_mix_jobs(throughput, 1.2 * big_gpus, seed=seed), throughput)
+
     frag = run_load(packed, seeds, arrivals_only=True)
-    for p in POLICIES:
-        print(
-            f"arrivals-only {p}: first refusal at {frag[p]['first_refusal_alloc_rate']:.1%}, "
-            f"final {frag[p]['final_alloc_rate']:.1%}"
-        )
+    frag_shares = run_load(shares, seeds, arrivals_only=True)
+    for label, res in (("gavel mix", frag), ("share mix", frag_shares)):
+        for p in POLICIES:
+            first, final = res[p]["first_refusal_alloc_rate"], res[p]["final_alloc_rate"]
+            print(f"arrivals-only {label} {p}: first refusal {first:.1%}, final {final:.1%}")
     path = write_result(
         "quality",
         {
@@ -106,7 +114,15 @@ def main() -> None:
             "jobs_per_trace": args.jobs,
             "seeds": seeds,
             "loads": loads,
-            "arrivals_only": {"jobs_per_trace": 400, "lam_s": 60.0, "policies": frag},
+            "arrivals_only": {
+                "gavel_mix": {"jobs_per_trace": 400, "lam_s": 60.0, "policies": frag},
+                "share_mix": {
+                    "cluster": "168 V100-16 + 168 P100 + 168 K80 as 21 x 8-GPU servers per model",
+                    "mix": {f"{g}x{m}m": p for (g, m), p in SHARE_MIX.items()},
+                    "demand": "jobs arrive until their GPU demand reaches 120 % of the 504 GPUs",
+                    "policies": frag_shares,
+                },
+            },
             "wall_s": round(time.perf_counter() - started, 1),
         },
     )

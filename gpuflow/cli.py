@@ -13,7 +13,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from gpuflow.commands.agent import agent
 from gpuflow.commands.jobs import submit, topics, watch
+from gpuflow.commands.replay import replay
+from gpuflow.commands.sql import sql
 from gpuflow.commands.up import up
 from scorer.errors import GpuflowError
 
@@ -32,6 +35,9 @@ app.command("up")(up)
 app.command("submit")(submit)
 app.command("watch")(watch)
 app.command("topics")(topics)
+app.command("agent")(agent)
+app.command("sql")(sql)
+app.command("replay")(replay)
 
 
 @app.command("worker")
@@ -46,25 +52,6 @@ def worker(
     from streams.worker import main as worker_main
 
     worker_main()
-
-
-def _optional_commands() -> None:
-    # Commands whose modules pull heavier dependencies register themselves when present.
-    try:
-        from gpuflow.commands.agent import agent
-
-        app.command("agent")(agent)
-    except ImportError as exc:  # pragma: no cover - only when the module is absent
-        logging.getLogger(__name__).debug("agent command unavailable: %s", exc)
-    try:
-        from gpuflow.commands.sql import sql
-
-        app.command("sql")(sql)
-    except ImportError as exc:  # pragma: no cover
-        logging.getLogger(__name__).debug("sql command unavailable: %s", exc)
-
-
-_optional_commands()
 
 
 def main() -> None:

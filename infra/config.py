@@ -96,6 +96,7 @@ class WorkerConfig:
     stale_after_s: float = 10.0  # node heartbeat missing this long => unhealthy
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
+    policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
     log_level: str = "warning"
 
 

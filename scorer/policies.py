@@ -6,6 +6,9 @@
 - `best_fit` (alias `bestfit`): every filter, then the fullest node that fits (bin packing).
 - `fgd`: every filter, then the node where the cluster's expected fragmentation grows least
   (Fragmentation Gradient Descent, Weng et al. ATC '23), inventory order breaking ties.
+- `gavel-like`: every filter, then the GPU model where the job runs fastest (throughput-greedy,
+  heterogeneity-aware like Gavel's max-throughput policy, but placement only: no time-sharing
+  rounds), bin packing breaking ties.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ _BEST_FIT = PlacerPreset(
     scores=("bin_pack", "first_fit"), weights={"bin_pack": 100.0, "first_fit": 0.01}
 )
 
+_GAVEL_LIKE = PlacerPreset(
+    scores=("compute", "bin_pack", "first_fit"),
+    weights={"compute": 100.0, "bin_pack": 1.0, "first_fit": 0.01},
+)
 _FGD = PlacerPreset(scores=("fgd", "first_fit"), weights={"fgd": 100.0, "first_fit": 0.01})
 
 PRESETS: dict[str, PlacerPreset] = {
@@ -43,6 +50,7 @@ PRESETS: dict[str, PlacerPreset] = {
     "best_fit": _BEST_FIT,
     "bestfit": _BEST_FIT,
     "fgd": _FGD,
+    "gavel-like": _GAVEL_LIKE,
 }
 
 

@@ -24,8 +24,8 @@ from infra.topics import (
     TOPICS,
 )
 from schemas import make_codec
-from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv
-from scorer.errors import GpuflowError
+from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
+from scorer.errors import GpuflowError, UnknownPluginError
 from streams.history import attach_history
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
@@ -104,7 +104,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     state = ClusterState()
     scheduler = Scheduler(
         state,
-        Placer(state, throughput=_throughput(config)),
+        _placer(config, state),
         reservations=tables["reservations"],
         queue=tables["queue"],
         nodes=tables["nodes"],
@@ -192,6 +192,14 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
             record = await rt.decode(event, "GridSignal", "grid")
             if record is not None:
                 rt.fleet.on_grid(record)
+
+
+def _placer(config: Config, state: ClusterState) -> Placer:
+    """The configured placer preset over this worker's state."""
+    try:
+        return make_placer(config.worker.policy, state, throughput=_throughput(config))
+    except UnknownPluginError as exc:
+        raise ConfigError(f"worker.policy: {exc}") from exc
 
 
 def _throughput(config: Config) -> ThroughputModel | None:

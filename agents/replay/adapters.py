@@ -62,35 +62,26 @@ def load_gavel_trace(
 ) -> Trace:
     if throughput is None:
         raise TraceError(str(path), "a Gavel trace needs --throughputs (Gavel's table)")
-    text = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else None
-    if text is None:
-        raise TraceError(str(path), "cannot read: no such file")
-    header = "\t".join(GAVEL_COLUMNS) + "\n"  # Gavel traces have no header line
-    tmp = Path(path).with_name(f".{Path(path).name}.with-header")
     jobs: list[TraceJob] = []
-    try:
-        tmp.write_text(header + text, encoding="utf-8")
-        for i, row in enumerate(read_rows(tmp, GAVEL_COLUMNS, delimiter="\t")):
-            row = type(row)(str(path), row.line - 1, row.cells, row.columns)
-            job_type = row.get("job_type")
-            scale = row.required("scale_factor", positive(to_int))
-            ref = _gavel_reference(throughput, job_type, scale)
-            if ref is None:
-                raise row.error("job_type", f"no throughput for {job_type!r} at {scale} GPUs")
-            steps = row.required("total_steps", positive(to_float))
-            jobs.append(
-                TraceJob(
-                    job_id=f"gavel-{i:05d}",
-                    submit_s=row.required("arrival_time", positive(to_float, strict=False)),
-                    num_gpus=scale,
-                    duration_s=steps / ref[1],
-                    job_type=job_type,
-                    reference_model=ref[0],
-                    priority=int(row.parse("priority_weight", to_float, 1.0)),
-                )
+    rows = read_rows(path, GAVEL_COLUMNS, delimiter="\t", header=GAVEL_COLUMNS)
+    for i, row in enumerate(rows):  # Gavel traces have no header line
+        job_type = row.get("job_type")
+        scale = row.required("scale_factor", positive(to_int))
+        ref = _gavel_reference(throughput, job_type, scale)
+        if ref is None:
+            raise row.error("job_type", f"no throughput for {job_type!r} at {scale} GPUs")
+        steps = row.required("total_steps", positive(to_float))
+        jobs.append(
+            TraceJob(
+                job_id=f"gavel-{i:05d}",
+                submit_s=row.required("arrival_time", positive(to_float, strict=False)),
+                num_gpus=scale,
+                duration_s=steps / ref[1],
+                job_type=job_type,
+                reference_model=ref[0],
+                priority=int(row.parse("priority_weight", to_float, 1.0)),
             )
-    finally:
-        tmp.unlink(missing_ok=True)
+        )
     if not jobs:
         raise TraceError(str(path), "no jobs")
     return Trace(tuple(nodes), tuple(sorted(jobs, key=lambda j: j.submit_s)), throughput)

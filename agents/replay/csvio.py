@@ -54,8 +54,14 @@ class Row:
             raise self.error(name, f"{exc}, got {raw!r}") from None
 
 
-def read_rows(path: str | Path, required: Sequence[str], delimiter: str = ",") -> Iterator[Row]:
-    """Rows of a CSV file whose header names at least `required` (case and spaces ignored)."""
+def read_rows(
+    path: str | Path,
+    required: Sequence[str],
+    delimiter: str = ",",
+    header: Sequence[str] | None = None,
+) -> Iterator[Row]:
+    """Rows of a CSV file whose header names at least `required` (case and spaces ignored);
+    a file without a header line is read with `header`."""
     name = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
@@ -65,20 +71,20 @@ def read_rows(path: str | Path, required: Sequence[str], delimiter: str = ",") -
         raise TraceError(name, f"not UTF-8 text ({exc.reason})") from None
     lines = text.splitlines()
     reader = csv.reader(lines, delimiter=delimiter, skipinitialspace=True)
-    header: list[str] | None = None
+    names: list[str] | None = list(header) if header is not None else None
     try:
         for number, cells in enumerate(reader, start=1):
             stripped = [c.strip() for c in cells]
             if not any(stripped) or stripped[0].startswith("#"):
                 continue
-            if header is None:
-                header = [c.lower().replace(" ", "_") for c in stripped]
-                _check_header(name, number, header, required)
+            if names is None:
+                names = [c.lower().replace(" ", "_") for c in stripped]
+                _check_header(name, number, names, required)
                 continue
-            yield _row(name, number, header, stripped)
+            yield _row(name, number, names, stripped)
     except csv.Error as exc:
         raise TraceError(name, f"bad CSV: {exc}", line=reader.line_num) from None
-    if header is None:
+    if names is None:
         raise TraceError(name, f"empty file; expected a header with {', '.join(required)}")
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "gavel_cluster",
     "gavel_jobs",
     "runnable_types",
+    "share_mix_jobs",
     "write_jobs",
     "write_nodes",
 ]
@@ -99,6 +100,55 @@ def gavel_jobs(
                 reference_model=REFERENCE,
             )
         )
+    return tuple(jobs)
+
+
+# (GPUs, milli per GPU): probability; an FGD-style mix with GPU shares of several sizes
+SHARE_MIX = {
+    (1, 200): 0.10,
+    (1, 300): 0.10,
+    (1, 500): 0.15,
+    (1, 700): 0.10,
+    (1, 1000): 0.30,
+    (2, 1000): 0.10,
+    (4, 1000): 0.10,
+    (8, 1000): 0.05,
+}
+
+
+def share_mix_jobs(
+    throughput: ThroughputModel,
+    demand_gpus: float,
+    *,
+    seed: int = 0,
+    mix: dict[tuple[int, int], float] | None = None,
+    lam_s: float = 60.0,
+) -> tuple[TraceJob, ...]:
+    """Jobs of a mix with GPU shares until their total demand reaches `demand_gpus` GPUs
+    (for --arrivals-only packing runs); types and durations as in `gavel_jobs`, 1-GPU types
+    only for gangs that are not distributed models."""
+    mix = mix or SHARE_MIX
+    rng = np.random.default_rng(seed)
+    classes, probs = list(mix), np.array(list(mix.values()), float)
+    types = runnable_types(throughput)
+    jobs: list[TraceJob] = []
+    total, t = 0.0, 0.0
+    while total < demand_gpus:
+        gpus, milli = classes[int(rng.choice(len(classes), p=probs / probs.sum()))]
+        pool = [x for x in types if gpus == 1 or x.split(" ")[0] in DISTRIBUTED]
+        jobs.append(
+            TraceJob(
+                job_id=f"job-{len(jobs):05d}",
+                submit_s=float(round(t)),
+                num_gpus=gpus,
+                duration_s=round(float(rng.uniform(3600, 4 * 3600)), 1),
+                gpu_milli=milli,
+                job_type=pool[int(rng.integers(len(pool)))],
+                reference_model=REFERENCE,
+            )
+        )
+        total += gpus * milli / 1000
+        t += float(rng.exponential(lam_s))
     return tuple(jobs)
 
 

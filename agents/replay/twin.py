@@ -10,7 +10,9 @@ spread over nodes uses the measured consolidated=0 figure when the table has it,
 `spread_penalty` (multi-GPU jobs only). An eviction keeps the work up to the last checkpoint
 (every `checkpoint_interval_s` of compute) and loses the rest; a migration checkpoints first
 (no loss). Each resumed segment pays `restore_s` before it progresses. GPUs (milli per GPU),
-host CPU and host memory are capacity: the twin refuses any placement that exceeds them.
+host CPU and host memory are capacity and never exceeded: a placement beyond the free GPUs is a
+fault (TwinError); one whose node lacks free host CPU or memory (the scheduler checks those
+against node size only) holds its GPUs and starts when they free up.
 """
 
 from __future__ import annotations
@@ -59,8 +61,11 @@ class JobRun:
     slices: tuple[Slice, ...] = ()
     gpu_model: str | None = None
     segment_start: float = 0.0
+    accounted_s: float = 0.0  # GPU time, cost and energy are counted up to here
     restore: float = 0.0
     rate: float = 0.0
+    blocked: bool = False  # holds its GPUs, waits for host CPU / memory
+    host_waits: int = 0
     epoch: int = 0  # bumps on every (re)placement, invalidating stale finish events
     preemptions: int = 0
     migrations: int = 0
@@ -114,23 +119,34 @@ class Twin:
         self.perf[node_id] = float(factor)
 
     def start(self, job_id: str, slices: Sequence[Slice], at: float) -> float:
-        """Run `job_id` on `slices` from `at`; returns its modelled finish time."""
+        """Run `job_id` on `slices` from `at`; returns its modelled finish time (inf while it
+        waits, holding its GPUs, for host CPU or memory another job still uses)."""
         self._advance(at)
         run = self._run(job_id)
         if run.running or run.end_s is not None:
             raise TwinError(f"job {job_id} is already running or finished")
-        self._take(run.job, slices)
+        self._take_gpus(run.job, slices)
         run.slices = tuple(slices)
         run.gpu_model = self.nodes[slices[0].node_id].gpu_model
         run.rate = self.rate(run.job, slices)
+        run.segment_start = run.accounted_s = at
+        if not self._host_fits(run.job, slices):
+            run.blocked = True
+            run.host_waits += 1
+            return math.inf
+        self._apply_host(run.job, slices, -1)
+        self._begin(run, at)
+        return run.finish_at
+
+    def _begin(self, run: JobRun, at: float) -> None:
+        run.blocked = False
         run.restore = self.config.restore_s if run.done > 0 else 0.0
         run.segment_start = at
         run.epoch += 1
         if run.first_start_s is None:
             run.first_start_s = at
         self._seq += 1
-        heapq.heappush(self._finishes, (run.finish_at, self._seq, job_id, run.epoch))
-        return run.finish_at
+        heapq.heappush(self._finishes, (run.finish_at, self._seq, run.job.job_id, run.epoch))
 
     def reject(self, job_id: str, at: float) -> None:
         self._advance(at)
@@ -141,7 +157,7 @@ class Twin:
         self._advance(at)
         run = self._running(job_id)
         interval = run.job.checkpoint_interval_s or self.config.checkpoint_interval_s
-        computed = max(0.0, at - run.segment_start - run.restore)
+        computed = self._computed(run, at)
         kept = math.floor(computed / interval) * interval if interval > 0 else 0.0
         self._stop(run, at, progress=kept * run.rate)
         run.preemptions += 1
@@ -151,7 +167,7 @@ class Twin:
         """Checkpoint, move to `slices` and resume there after the restore cost."""
         self._advance(at)
         run = self._running(job_id)
-        computed = max(0.0, at - run.segment_start - run.restore)
+        computed = self._computed(run, at)
         self._stop(run, at, progress=computed * run.rate)
         run.migrations += 1
         return self.start(job_id, slices, at)
@@ -186,7 +202,12 @@ class Twin:
         if not run.running:
             return run.done
         t = self.now if at is None else at
-        return run.done + max(0.0, t - run.segment_start - run.restore) * run.rate
+        return run.done + self._computed(run, t) * run.rate
+
+    @staticmethod
+    def _computed(run: JobRun, at: float) -> float:
+        """Seconds of compute in the current segment (none while blocked or restoring)."""
+        return 0.0 if run.blocked else max(0.0, at - run.segment_start - run.restore)
 
     @property
     def alloc_rate(self) -> float:
@@ -235,8 +256,8 @@ class Twin:
             raise TwinError(f"job {job_id} is not running")
         return run
 
-    def _take(self, job: TraceJob, slices: Sequence[Slice]) -> None:
-        """Check every capacity first, then take: all or nothing."""
+    def _take_gpus(self, job: TraceJob, slices: Sequence[Slice]) -> None:
+        """Check every GPU first, then take them: all or nothing."""
         need: dict[tuple[str, int], int] = {}
         for s in slices:
             if s.node_id not in self.nodes:
@@ -247,31 +268,59 @@ class Twin:
             free = self.free_milli[node_id]
             if not 0 <= g < free.shape[0] or free[g] < milli:
                 raise TwinError(f"job {job.job_id}: {node_id}[{g}] lacks {milli} milli-GPU")
-        for node_id in {s.node_id for s in slices}:
-            if self.nodes[node_id].cpu_milli and self.free_cpu[node_id] < job.cpu_milli:
-                raise TwinError(f"job {job.job_id}: {node_id} lacks {job.cpu_milli} CPU milli")
-            if self.nodes[node_id].memory_mib and self.free_mem[node_id] < job.memory_mib:
-                raise TwinError(f"job {job.job_id}: {node_id} lacks {job.memory_mib} MiB")
-        self._apply(job, slices, -1)
+        self._apply_gpus(slices, -1)
 
-    def _apply(self, job: TraceJob, slices: Sequence[Slice], sign: int) -> None:
+    def _host_fits(self, job: TraceJob, slices: Sequence[Slice]) -> bool:
+        """Host CPU and memory on every node of the job (undeclared capacity always fits)."""
+        for node_id in {s.node_id for s in slices}:
+            node = self.nodes[node_id]
+            if node.cpu_milli and self.free_cpu[node_id] < job.cpu_milli:
+                return False
+            if node.memory_mib and self.free_mem[node_id] < job.memory_mib:
+                return False
+        return True
+
+    def _apply_gpus(self, slices: Sequence[Slice], sign: int) -> None:
         for s in slices:
             for g in s.gpu_indices:
                 self.free_milli[s.node_id][g] += sign * s.gpu_milli
                 self.allocated_milli -= sign * s.gpu_milli
-        for node_id in {s.node_id for s in slices}:
-            self.free_cpu[node_id] += sign * job.cpu_milli if self.nodes[node_id].cpu_milli else 0
-            self.free_mem[node_id] += sign * job.memory_mib if self.nodes[node_id].memory_mib else 0
         self.timeline.append((self.now, self.alloc_rate))
 
-    def _stop(self, run: JobRun, at: float, *, progress: float) -> None:
-        held = at - run.segment_start
-        self._account(run, held)
-        run.done = min(run.job.duration_s, run.done + progress)
-        self._apply(run.job, run.slices, +1)
-        run.slices = ()
+    def _apply_host(self, job: TraceJob, slices: Sequence[Slice], sign: int) -> None:
+        for node_id in {s.node_id for s in slices}:
+            if self.nodes[node_id].cpu_milli:
+                self.free_cpu[node_id] += sign * job.cpu_milli
+            if self.nodes[node_id].memory_mib:
+                self.free_mem[node_id] += sign * job.memory_mib
 
-    def _account(self, run: JobRun, held_s: float) -> None:
+    def _unblock(self, at: float) -> None:
+        """Start jobs waiting for host resources, in the order they were placed."""
+        waiting = sorted(
+            (r for r in self.runs.values() if r.blocked), key=lambda r: r.segment_start
+        )
+        for run in waiting:
+            if self._host_fits(run.job, run.slices):
+                self._apply_host(run.job, run.slices, -1)
+                self._begin(run, at)
+
+    def settle(self, at: float) -> None:
+        """Count the GPU time, cost and energy of running jobs up to `at` (idempotent)."""
+        for run in self.running_jobs():
+            self._account(run, at)
+
+    def _stop(self, run: JobRun, at: float, *, progress: float) -> None:
+        self._account(run, at)
+        run.done = min(run.job.duration_s, run.done + progress)
+        self._apply_gpus(run.slices, +1)
+        if not run.blocked:
+            self._apply_host(run.job, run.slices, +1)
+        run.slices, run.blocked = (), False
+        self._unblock(at)
+
+    def _account(self, run: JobRun, until: float) -> None:
+        held_s = max(0.0, until - run.accounted_s)
+        run.accounted_s = max(run.accounted_s, until)
         for s in run.slices:
             node = self.nodes[s.node_id]
             gpu_s = held_s * len(s.gpu_indices) * s.gpu_milli / 1000

@@ -28,18 +28,18 @@ from scorer.errors import GpuflowError
 
 __all__ = ["replay"]
 
-_COLUMNS = (
-    ("completed", "{:d}"),
-    ("rejected", "{:d}"),
-    ("avg_jct_s", "{:,.0f}"),
-    ("p99_jct_s", "{:,.0f}"),
-    ("avg_wait_s", "{:,.0f}"),
-    ("makespan_s", "{:,.0f}"),
-    ("gpu_alloc_rate", "{:.1%}"),
-    ("gpu_hours", "{:,.1f}"),
-    ("cost", "{:,.0f}"),
-    ("first_refusal_alloc_rate", "{:.1%}"),
-    ("final_alloc_rate", "{:.1%}"),
+_COLUMNS = (  # summary key, header, format, scale (seconds shown in hours)
+    ("completed", "done", "{:.0f}", 1.0),
+    ("rejected", "rej", "{:.0f}", 1.0),
+    ("avg_jct_s", "avg JCT h", "{:.2f}", 1 / 3600),
+    ("p99_jct_s", "p99 JCT h", "{:.2f}", 1 / 3600),
+    ("avg_wait_s", "avg wait h", "{:.2f}", 1 / 3600),
+    ("makespan_s", "makespan h", "{:.1f}", 1 / 3600),
+    ("gpu_alloc_rate", "alloc", "{:.1%}", 1.0),
+    ("gpu_hours", "GPU h", "{:,.0f}", 1.0),
+    ("cost", "cost", "{:,.0f}", 1.0),
+    ("first_refusal_alloc_rate", "1st refusal", "{:.1%}", 1.0),
+    ("final_alloc_rate", "final alloc", "{:.1%}", 1.0),
 )
 
 
@@ -57,11 +57,11 @@ def _load(nodes: Path, jobs: Path, throughputs: Path | None, jobs_format: str) -
 def _table(summaries: dict[str, dict[str, Any]]) -> Table:
     table = Table(title="trace replay")
     table.add_column("policy")
-    shown = [(k, f) for k, f in _COLUMNS if any(s.get(k) is not None for s in summaries.values())]
-    for key, _ in shown:
-        table.add_column(key, justify="right")
+    shown = [c for c in _COLUMNS if any(s.get(c[0]) is not None for s in summaries.values())]
+    for _, header, _, _ in shown:
+        table.add_column(header, justify="right")
     for name, s in summaries.items():
-        cells = [f.format(s[k]) if s.get(k) is not None else "-" for k, f in shown]
+        cells = [f.format(s[k] * x) if s.get(k) is not None else "-" for k, _, f, x in shown]
         table.add_row(name, *cells)
     return table
 
@@ -101,7 +101,9 @@ def replay(
     throughputs: Annotated[
         Path | None, typer.Option(help="throughputs.csv or Gavel's throughput table.")
     ] = None,
-    policy: Annotated[str, typer.Option(help="gpuflow, fifo, bestfit or fgd.")] = "gpuflow",
+    policy: Annotated[str, typer.Option(help="gpuflow, fifo, bestfit, fgd or gavel-like.")] = (
+        "gpuflow"
+    ),
     compare: Annotated[
         str | None, typer.Option(help="Comma-separated policies to run side by side.")
     ] = None,

@@ -6,10 +6,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 
 from gpuflow.replay.engine import ReplayResult
@@ -18,7 +14,18 @@ from gpuflow.replay.summary import allocation_series
 __all__ = ["plot_allocation", "plot_jct_cdf"]
 
 
+def _pyplot() -> Any:
+    """matplotlib on the Agg backend, imported on first use (it costs ~0.3 s)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def plot_jct_cdf(results: Mapping[str, ReplayResult], path: Path) -> None:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, result in results.items():
         jct = sorted(
@@ -33,6 +40,7 @@ def plot_jct_cdf(results: Mapping[str, ReplayResult], path: Path) -> None:
 
 
 def plot_allocation(results: Mapping[str, ReplayResult], path: Path) -> None:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, result in results.items():
         t, a = allocation_series(result.twin, result.twin.now)
@@ -50,4 +58,4 @@ def _finish(fig: Any, ax: Any, path: Path) -> None:
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _pyplot().close(fig)

@@ -11,9 +11,6 @@ as many PLACED decisions as its queue shrank.
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -26,7 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from agents.replay.trace import Trace
 from gpuflow.stack import Stack, WorkerProcess, wait_until
-from infra.config import Config, config_env, load_config
+from infra.config import load_config
 from infra.errors import InfraError
 from infra.kafka import consumer, producer
 from infra.topics import (
@@ -38,31 +35,9 @@ from infra.topics import (
 )
 from schemas import SingleObjectCodec
 
-__all__ = ["ReplayWorker", "StreamDecider"]
+__all__ = ["StreamDecider"]
 
 ANSWER_TIMEOUT_S = 30.0
-
-
-class ReplayWorker(WorkerProcess):
-    """A WorkerProcess running `gpuflow.replay.worker` (the worker with the replay's preset)."""
-
-    def __init__(self, config: Config, policy: str) -> None:
-        super().__init__(config, name="replay-worker")
-        self.extra = {"GPUFLOW_REPLAY_POLICY": policy}
-
-    def start(self) -> ReplayWorker:
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **config_env(self.config), **self.extra, "PYTHONUNBUFFERED": "1"}
-        with self.log_path.open("ab") as out:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "gpuflow.replay.worker"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        return self
 
 
 def _write_table(trace: Trace, path: Path) -> str:
@@ -90,11 +65,12 @@ class StreamDecider:
                 "stale_after_s": 1e9,
                 "web_port": 0,
                 "throughput_csv": _write_table(trace, root / "throughputs.csv"),
+                "policy": policy,
             },
         )
         self.stack = Stack(cfg).start(worker=False)
         self.config = self.stack.config
-        self.worker = ReplayWorker(self.config, policy)
+        self.worker = WorkerProcess(self.config, name="replay-worker")
         self.codec = SingleObjectCodec()
         self.partitions = self.config.kafka.partitions
         self.producer = producer(self.config.kafka)

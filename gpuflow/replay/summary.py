@@ -39,6 +39,7 @@ def time_weighted_alloc(twin: Twin, start: float, end: float) -> float:
 
 def summarize(result: ReplayResult, *, policy: str, engine: str) -> dict[str, Any]:
     twin = result.twin
+    twin.settle(twin.now)  # jobs still running count their GPU time so far
     runs = list(twin.runs.values())
     completed = [r for r in runs if r.end_s is not None]
     started = [r for r in runs if r.first_start_s is not None]
@@ -71,6 +72,7 @@ def summarize(result: ReplayResult, *, policy: str, engine: str) -> dict[str, An
         "gpu_hours": gpu_s / 3600,
         "gpu_hours_by_model": {k: round(v, 3) for k, v in sorted(by_model.items())},
         "preemptions": sum(r.preemptions for r in runs),
+        "host_waits": sum(r.host_waits for r in runs),
         "migrations": sum(r.migrations for r in runs),
         "cost": sum(r.cost for r in runs),
         "carbon_kg": sum(r.energy_kwh for r in runs) * CARBON_G_PER_KWH / 1000,

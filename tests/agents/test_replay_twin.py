@@ -68,15 +68,16 @@ def test_capacity_is_never_exceeded() -> None:
     t.submit(job("a", gpus=1, cpu_milli=3000), 0)
     t.submit(job("b", gpus=1, cpu_milli=3000), 0)
     t.submit(job("s1", gpu_milli=600), 0)
-    t.submit(job("s2", gpu_milli=600), 0)
     t.start("a", [Slice("v1", (0,))], 0)
-    with pytest.raises(TwinError, match="CPU"):
-        t.start("b", [Slice("v1", (1,))], 0)  # GPU free, CPU not
+    # GPU 1 is free but the CPU is not: b holds GPU 1 and waits for a's CPU
+    assert math.isinf(t.start("b", [Slice("v1", (1,))], 0))
+    assert t.free_cpu["v1"] == 1000 and t.runs["b"].blocked
     with pytest.raises(TwinError, match="lacks"):
-        t.start("s1", [Slice("v1", (0,), 600)], 0)  # GPU 0 is whole-held
-    t.start("s1", [Slice("v1", (1,), 600)], 0)
-    with pytest.raises(TwinError, match="lacks 600"):
-        t.start("s2", [Slice("v1", (1,), 600)], 0)
+        t.start("s1", [Slice("v1", (1,), 600)], 0)  # GPU 1 is whole-held by b
+    assert t.pop_finish().job.job_id == "a"  # at 3600 s; b starts then
+    assert t.runs["b"].first_start_s == pytest.approx(3600) and t.free_cpu["v1"] == 1000
+    assert t.next_finish() == pytest.approx(7200)
+    t.start("s1", [Slice("v1", (0,), 600)], 3600)
     assert (t.free_milli["v1"] >= 0).all() and t.free_cpu["v1"] >= 0
     assert t.alloc_rate == pytest.approx(1.6 / 2)
 

@@ -54,6 +54,7 @@ def test_arrivals_only_reports_packing(trace: Trace) -> None:
     s = summarize(replay_policy(trace, "fgd", arrivals_only=True), policy="fgd", engine="x")
     assert s["completed"] == 0 and s["running"] + s["waiting"] + s["rejected"] == s["jobs"]
     assert 0 < s["first_refusal_alloc_rate"] <= s["final_alloc_rate"] <= 1
+    assert s["gpu_hours"] > 0  # running jobs count their GPU time so far
 
 
 def test_replay_matches_the_scheduler_decisions(trace: Trace) -> None:
