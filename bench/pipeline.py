@@ -14,6 +14,7 @@ Writes bench/results/pipeline.json.
 from __future__ import annotations
 
 import argparse
+import os
 import struct
 import sys
 import threading
@@ -63,6 +64,41 @@ def measure_hop(config: Config, stop: threading.Event, rate: float = 200.0) -> l
     return latencies
 
 
+class CpuSampler:
+    """CPU share of named processes, sampled every `every_s` from /proc."""
+
+    def __init__(self, pids: dict[str, int | None], every_s: float = 10.0) -> None:
+        self.pids = {k: v for k, v in pids.items() if v}
+        self.every_s = every_s
+        self.samples: list[dict[str, float]] = []
+
+    @staticmethod
+    def _cpu_s(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def run(self, stop: threading.Event) -> None:
+        last = {k: self._cpu_s(p) for k, p in self.pids.items()}
+        while not stop.wait(self.every_s):
+            try:
+                now = {k: self._cpu_s(p) for k, p in self.pids.items()}
+            except OSError:
+                return
+            self.samples.append({k: round((now[k] - last[k]) / self.every_s * 100, 1) for k in now})
+            last = now
+
+
+def _windows(rows: list[tuple[float, dict[str, Any]]], t0: float) -> list[dict[str, float]]:
+    """End-to-end p50/p99 per 10 s of submissions: shows whether latency drifts."""
+    by: dict[int, list[float]] = {}
+    for recv, d in rows:
+        by.setdefault(int((d["submitted_ts"] - t0) // 10_000), []).append(recv - d["submitted_ts"])
+    return [
+        {"from_s": k * 10, **{f"{q}_ms": round(v, 1) for q, v in percentiles(lat).items()}}
+        for k, lat in sorted(by.items())
+    ]
+
+
 class DecisionClock:
     """Consumes decisions and records, per job, when its first decision arrived."""
 
@@ -109,6 +145,8 @@ def main() -> None:
         hops: list[float] = []
         hop_thread = threading.Thread(target=lambda: hops.extend(measure_hop(cfg, hop_stop)))
         hop_thread.start()
+        cpu = CpuSampler({"broker": stack.broker.pid, "worker": stack.worker.pid})  # type: ignore[union-attr]
+        stack.spawn("cpu", cpu.run)
         regions = [r.name for r in spec.regions]
         n = int(args.rate * args.seconds)
         jobs = generate_jobs(n, seed=2, regions=regions, mean_duration_s=20.0, prefix="bench")
@@ -121,11 +159,18 @@ def main() -> None:
         hop_stop.set()
         hop_thread.join()
         stack.check_worker()
-    report(args, clock, hops, t0, sent, send_s)
+    report(args, clock, hops, t0, sent, send_s, cfg, cpu.samples)
 
 
 def report(
-    args: Any, clock: DecisionClock, hops: list[float], t0: float, sent: int, send_s: float
+    args: Any,
+    clock: DecisionClock,
+    hops: list[float],
+    t0: float,
+    sent: int,
+    send_s: float,
+    cfg: Config,
+    cpu: list[dict[str, float]],
 ) -> None:
     warm = t0 + args.warmup * 1000
     rows = [(recv, d) for recv, d in clock.first.values() if d["submitted_ts"] >= warm]
@@ -160,7 +205,12 @@ def report(
         "decision_to_consumer_p50_ms": round(delivery["p50"], 1),
         "decision_to_consumer_p99_ms": round(delivery["p99"], 1),
         "outcomes": clock.outcomes,
+        "history_sink": cfg.store.enabled,
+        "fetch_wait_ms": cfg.kafka.fetch_wait_ms,
+        "partitions": cfg.kafka.partitions,
         "e2e_budget_ms": round(3 * hop_p["p99"] + 50, 1),
+        "windows_10s": _windows(rows, t0),
+        "cpu_pct_every_10s": cpu,
     }
     if args.dump:
         with open(args.dump, "w") as out:

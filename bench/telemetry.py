@@ -66,8 +66,10 @@ def main() -> None:
         "lag_p99_ms": round(last["telemetry_lag_ms"]["p99"], 1),
         "late_publisher_ticks": published.late_ticks,
         "seconds": args.seconds,
+        "history_sink": config.store.enabled,
     }
-    path = write_result(f"telemetry_{result['mode']}", result)
+    suffix = "" if config.store.enabled else "_no_history"
+    path = write_result(f"telemetry_{result['mode']}{suffix}", result)
     for key, value in result.items():
         print(f"{key:>24}: {value}")
     print(f"wrote {path}")
