@@ -26,11 +26,12 @@ from infra.topics import (
 from schemas import make_codec
 from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
 from scorer.errors import GpuflowError, UnknownPluginError
-from streams.history import attach_history
+from streams.history_process import HistoryProcess
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
 from streams.transport import GpuflowApp
+from streams.web import register_sql_proxy
 
 __all__ = ["create_app"]
 
@@ -126,8 +127,10 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     _register_timers(app, rt)
     _register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
-    if config.store.enabled:
-        attach_history(app, config)  # the worker owns the ClickHouse store while it runs
+    if config.store.enabled:  # the worker owns the ClickHouse store, through a child process
+        history = HistoryProcess(config)
+        _run_with_worker(app, history.start, history.stop)
+        register_sql_proxy(app, history.url)
     return app, rt
 
 

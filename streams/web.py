@@ -15,7 +15,7 @@ from faust.web import Request, Response, View
 
 from infra.store import Store, StoreError
 
-__all__ = ["SQL_PATH", "register_sql_page", "run_request"]
+__all__ = ["SQL_PATH", "register_sql_page", "register_sql_proxy", "run_request"]
 
 log = logging.getLogger(__name__)
 
@@ -55,3 +55,21 @@ def register_sql_page(app: Any, get_store: Callable[[], Store]) -> None:
             if status != 200:
                 log.info("sql refused error=%s", answer.get("error"))
             return self.json(answer, status=status)
+
+
+def register_sql_proxy(app: Any, url: str) -> None:
+    """Add POST /sql/ to a Faust app, forwarding to the process that owns the store."""
+    import httpx
+
+    @app.page(SQL_PATH)
+    class SqlProxy(View):
+        async def post(self, request: Request) -> Response:
+            body = await request.read()
+            try:
+                async with httpx.AsyncClient(timeout=300) as client:
+                    answer = await client.post(
+                        url, content=body, headers={"Content-Type": "application/json"}
+                    )
+            except httpx.HTTPError as exc:
+                return self.json({"error": f"history store not reachable: {exc}"}, status=503)
+            return self.json(answer.json(), status=answer.status_code)

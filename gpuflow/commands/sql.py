@@ -7,6 +7,7 @@ ClickHouse (`{name:Type}` in the query, `--param name=value`), never formatted i
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -19,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpuflow.commands.common import STACK_FILE
 from infra.config import Config, load_config
 from infra.errors import ConfigError, StoreError
 from infra.store import QueryResult, open_store
@@ -39,9 +41,18 @@ def parse_params(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _worker_url(config: Config) -> str:
+    """The running worker's page: from `gpuflow up`'s stack file, else the configured port."""
+    stack = config.data_dir / STACK_FILE
+    if stack.is_file():
+        with contextlib.suppress(ValueError, KeyError):
+            return f"{json.loads(stack.read_text())['web']}/sql/"
+    return f"http://{config.worker.web_host}:{config.worker.web_port}/sql/"
+
+
 def _via_worker(config: Config, body: Mapping[str, Any]) -> QueryResult | None:
     """The worker's answer, or None when no worker is listening."""
-    url = f"http://{config.worker.web_host}:{config.worker.web_port}/sql/"
+    url = _worker_url(config)
     try:
         resp = httpx.post(url, json=dict(body), timeout=httpx.Timeout(300.0, connect=1.0))
     except (httpx.ConnectError, httpx.ConnectTimeout):
@@ -106,6 +117,9 @@ def sql(
         typer.Option("--param", "-p", help="name=value for {name:Type} in the query (repeatable)"),
     ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="gpuflow.toml")] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where `gpuflow up` runs (default: configured).")
+    ] = None,
 ) -> None:
     """Query the history in ClickHouse SQL (read-only unless --write)."""
     err = Console(stderr=True)
@@ -113,7 +127,9 @@ def sql(
         err.print(f"[red]error:[/] --format must be one of {', '.join(FORMATS)}")
         raise typer.Exit(2)
     try:
-        result = run_query(load_config(config), query, parse_params(param or []), write=write)
+        overrides: dict[str, Any] = {"data_dir": str(data_dir)} if data_dir else {}
+        cfg = load_config(config, None, **overrides)
+        result = run_query(cfg, query, parse_params(param or []), write=write)
     except (StoreError, ConfigError) as exc:
         err.print(f"[red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import httpx
 import pytest
 from harness import Running, TopicReader, final_decisions, overbooked, submit_jobs, wait_for
 
@@ -13,6 +14,16 @@ from agents.jobgen import generate_jobs
 from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS
 
 pytestmark = pytest.mark.integration
+
+
+def _history_count(running: Running) -> int | None:
+    cfg = running.config.worker
+    query = {"query": "SELECT uniqExact(job_id) FROM placement_decisions WHERE outcome = 'PLACED'"}
+    try:
+        answer = httpx.post(f"http://{cfg.web_host}:{cfg.web_port}/sql/", json=query, timeout=10)
+        return int(answer.json()["rows"][0][0]) if answer.status_code == 200 else None
+    except (httpx.HTTPError, KeyError, ValueError):
+        return None
 
 
 def test_sigkill_mid_stream_loses_and_duplicates_nothing(running: Running) -> None:
@@ -51,5 +62,7 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(running: Running) -> No
     finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
     assert wait_for(lambda: placed_ids <= finished(), 90)
     assert overbooked(decisions.poll(1.0), events.records) == []
+    # the restarted worker's history process owns the store again (the killed one let go)
+    assert wait_for(lambda: _history_count(running) == len(placed_ids), 60)
     decisions.close()
     events.close()
