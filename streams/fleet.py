@@ -36,6 +36,8 @@ class FleetTracker:
         self.stale: set[str] = set()
         self._windows: dict[str, _Window] = {}
         self._carbon: dict[str, float] = {}
+        self._last_retry: dict[str, float] = {}
+        self.retry_every_s = 1.0
 
     def on_inventory(self, record: Mapping[str, Any]) -> list[Outgoing]:
         node_id = record["node_id"]
@@ -60,10 +62,20 @@ class FleetTracker:
             window = self._windows.setdefault(record["region"], _Window())
             window.util_sum += sum(float(g["util_pct"]) for g in gpus) / len(gpus)
             window.samples += 1
-        region = record["region"]
-        if was_stale and self.s.queued_in(region):
-            return self.s.retry_queue(region)
-        return []
+        return self._maybe_retry(record["region"], now=was_stale)
+
+    def _maybe_retry(self, region: str, *, now: bool = False) -> list[Outgoing]:
+        """Retry the region's queue at most every `retry_every_s` (or now), from a telemetry
+        event of that region, so its table writes land in the region's changelog partition.
+
+        Releases retry at once; this sweep catches what no release triggered (a restart that
+        restored queued jobs, capacity that came back healthy, a decision refused earlier).
+        """
+        at = time.monotonic()
+        if not now and at - self._last_retry.get(region, 0.0) < self.retry_every_s:
+            return []
+        self._last_retry[region] = at
+        return self.s.retry_queue(region) if self.s.queued_in(region) else []
 
     def _apply_gpus(self, node_id: str, gpus: list[dict[str, Any]]) -> None:
         """Patch per-GPU health and speed; a delta report carries only the GPUs that changed."""

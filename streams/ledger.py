@@ -10,26 +10,28 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from infra.config import KafkaConfig
 from infra.kafka import consumer
-from infra.topics import DECISIONS_PLACEMENT
+from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS
 from schemas import Codec, DecodeError
 
-__all__ = ["read_final_decisions"]
+__all__ = ["read_ended_jobs", "read_final_decisions"]
 
 log = logging.getLogger(__name__)
 
 _FINAL = ("PLACED", "REJECTED")
+_ENDED = ("FINISHED", "FAILED", "EVICTED")
 
 
-def read_final_decisions(
-    kafka: KafkaConfig, codec: Codec, *, topic: str = DECISIONS_PLACEMENT, timeout_s: float = 60.0
-) -> dict[str, dict[str, Any]]:
-    """job_id -> its last final PlacementDecision record, read from the whole topic."""
+def _read_topic(
+    kafka: KafkaConfig, codec: Codec, topic: str, timeout_s: float
+) -> Iterator[dict[str, Any]]:
+    """Every decodable record of `topic`, from the beginning to end-of-partition."""
     c = consumer(
         kafka, group_id=f"gpuflow-ledger-{time.monotonic_ns()}", **{"enable.partition.eof": True}
     )
@@ -37,16 +39,15 @@ def read_final_decisions(
     try:
         meta = c.list_topics(topic, timeout=10).topics.get(topic)
         if meta is None or meta.error is not None:
-            return {}
+            return
         parts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
         # Only end-of-partition is trusted: the embedded broker's high watermark undercounts.
         marks = {p.partition: c.get_watermark_offsets(p, timeout=10) for p in parts}
         pending = {p for p, (low, high) in marks.items() if high > low}
         c.assign(parts)
-        found: dict[str, dict[str, Any]] = {}
         while pending:
             if time.monotonic() - started > timeout_s:
-                raise TimeoutError(f"decision log not read within {timeout_s}s")
+                raise TimeoutError(f"{topic} not read within {timeout_s}s")
             for msg in c.consume(10_000, timeout=0.5):
                 error, partition = msg.error(), int(msg.partition() or 0)
                 if error is not None:
@@ -54,12 +55,35 @@ def read_final_decisions(
                         pending.discard(partition)
                     continue
                 try:
-                    _, record = codec.decode(msg.value(), topic=topic)
+                    yield codec.decode(msg.value(), topic=topic)[1]
                 except DecodeError:
-                    continue  # not ours to judge here; its producer dead-lettered nothing
-                if record.get("outcome") in _FINAL:
-                    found[record["job_id"]] = record
-        log.info("ledger read final=%d in_s=%.2f", len(found), time.monotonic() - started)
-        return found
+                    continue  # its consumer dead-letters it; nothing to learn here
     finally:
         c.close()
+
+
+def read_final_decisions(
+    kafka: KafkaConfig, codec: Codec, *, topic: str = DECISIONS_PLACEMENT, timeout_s: float = 60.0
+) -> dict[str, dict[str, Any]]:
+    """job_id -> its last final PlacementDecision record, read from the whole topic."""
+    started = time.monotonic()
+    found = {
+        r["job_id"]: r
+        for r in _read_topic(kafka, codec, topic, timeout_s)
+        if r.get("outcome") in _FINAL
+    }
+    log.info("ledger read final=%d in_s=%.2f", len(found), time.monotonic() - started)
+    return found
+
+
+def read_ended_jobs(
+    kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
+) -> set[str]:
+    """Jobs the executor reported finished, failed or evicted: their GPUs are free again.
+
+    The log, not the reservations table, is the authority: a table write lost in a crash
+    must neither leak GPUs (a release lost) nor resurrect a finished job.
+    """
+    return {
+        r["job_id"] for r in _read_topic(kafka, codec, topic, timeout_s) if r.get("type") in _ENDED
+    }

@@ -14,7 +14,7 @@ from infra.kafka import committed_offsets, end_offsets
 from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
 from streams.fleet import FleetTracker
-from streams.ledger import read_final_decisions
+from streams.ledger import read_ended_jobs, read_final_decisions
 from streams.metrics import Metrics
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
@@ -62,8 +62,9 @@ class Runtime:
         logged = await loop.run_in_executor(
             None, read_final_decisions, self.config.kafka, self.codec
         )
+        ended = await loop.run_in_executor(None, read_ended_jobs, self.config.kafka, self.codec)
         self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends)
-        self.scheduler.rebuild(logged)
+        self.scheduler.rebuild(logged, ended)
         self._ready.set()
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping
 from typing import Any
 
 from infra.jobspec import job_problems
@@ -67,20 +67,26 @@ class Scheduler:
 
     # -- recovery -----------------------------------------------------------------------------
 
-    def rebuild(self, logged: Mapping[str, Mapping[str, Any]]) -> None:
+    def rebuild(self, logged: Mapping[str, Mapping[str, Any]], ended: Collection[str] = ()) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision log.
 
         `logged` maps job_id -> its final PlacementDecision as found in the log. A reservation
-        without a logged decision was never announced: drop it (its job replays). A logged
-        placement missing from the table was announced but not recorded: record it.
+        without a decision was never announced: drop it (its job replays). A logged placement
+        missing from the table was announced but not recorded: record it. `ended` are jobs the
+        job-event log says finished: whatever the table says, their GPUs are free. Idempotent:
+        after a rebalance it runs again on live state, which also knows decisions not yet logged.
         """
+        for job_id in list(self.state.jobs):
+            self.state.release(job_id)
         for record in self.nodes.values():
             self.state.upsert_node(node_spec(record))
             self.last_seen.setdefault(record["node_id"], time.monotonic())
-        self.final = set(logged)
+        self.final |= set(logged)
         for job_id, entry in list(self.reservations.items()):
-            if job_id not in logged:
+            if job_id not in self.final:
                 del self.reservations[job_id]
+            elif job_id in ended and not entry.get("released"):
+                self.reservations[job_id] = {**entry, "released": True}
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
         for job_id, decision in logged.items():
@@ -89,10 +95,11 @@ class Scheduler:
                     "region": decision["region"],
                     "assignments": decision["assignments"],
                     "gpu_model": decision.get("gpu_model"),
-                    "released": False,
+                    "released": job_id in ended,
                 }
                 self.reservations[job_id] = entry
-                self._reserve_quietly(job_id, entry["assignments"])
+                if not entry["released"]:
+                    self._reserve_quietly(job_id, entry["assignments"])
         for job_id in [j for j in self.queue if j in self.final]:
             del self.queue[job_id]
         log.info(

@@ -21,8 +21,13 @@ def tracker(*nodes: dict[str, Any]) -> FleetTracker:
 
 
 def inv(node_id: str, region: str = "eu", gpus: int = 4) -> dict[str, Any]:
-    return {"node_id": node_id, "region": region, "gpu_model": "A100-80", "gpu_count": gpus,
-            "gpu_memory_mib": 81920}  # fmt: skip
+    return {
+        "node_id": node_id,
+        "region": region,
+        "gpu_model": "A100-80",
+        "gpu_count": gpus,
+        "gpu_memory_mib": 81920,
+    }
 
 
 def gpu(index: int, healthy: bool = True, perf: float = 1.0, util: float = 50.0) -> dict:
@@ -30,8 +35,13 @@ def gpu(index: int, healthy: bool = True, perf: float = 1.0, util: float = 50.0)
 
 
 def tel(node_id: str, gpus: list[dict], full: bool = True, region: str = "eu") -> dict[str, Any]:
-    return {"node_id": node_id, "region": region, "full_snapshot": full, "node_healthy": True,
-            "gpus": gpus}  # fmt: skip
+    return {
+        "node_id": node_id,
+        "region": region,
+        "full_snapshot": full,
+        "node_healthy": True,
+        "gpus": gpus,
+    }
 
 
 def test_delta_report_patches_only_the_gpus_it_names() -> None:
@@ -78,3 +88,22 @@ def test_summary_per_region_closes_the_window() -> None:
     assert eu["free_gpus_by_model"] == {"A100-80": 4} and eu["nodes"] == 1
     assert out["us"].record["total_gpus_by_model"] == {"A100-80": 8}
     assert f.summaries()[0].record["util_mean"] == 0.0  # a new, empty window
+
+
+def test_telemetry_sweeps_a_queue_no_release_woke() -> None:
+    f = tracker(inv("n1"))
+    f.s.state.reserve("hog", [Assignment("n1", (0, 1, 2, 3))])
+    routed = {
+        "job": {"job_id": "waiting", "ts": 1, "gpu_count": 2, "kind": "BATCH"},
+        "region": "eu",
+        "submitted_ts": 1,
+        "attempt": 1,
+        "queued_ts": 1,
+    }
+    f.s.queue["waiting"] = routed
+    f.retry_every_s = 0.0
+    assert f.on_telemetry(tel("n1", [gpu(i) for i in range(4)])) == []  # still full
+    f.s.state.release("hog")  # freed without a lifecycle event (e.g. restored after a restart)
+    [placed] = f.on_telemetry(tel("n1", [gpu(i) for i in range(4)]))
+    assert placed.record["job_id"] == "waiting" and placed.record["outcome"] == "PLACED"
+    assert "waiting" not in f.s.queue

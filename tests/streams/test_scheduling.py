@@ -175,3 +175,35 @@ def test_non_terminal_events_hold_gpus(kind: str) -> None:
     decide(s, job("j", gpu_count=8))
     assert s.on_job_event({"job_id": "j", "type": kind, "region": "eu"}) == []
     assert s.state.free_gpus("eu") == {}
+
+
+def test_rebuild_twice_on_live_state_keeps_decisions_not_yet_in_the_log() -> None:
+    s = make(node("n1", "eu"))
+    [d] = decide(s, job("logged", gpu_count=2))
+    decide(s, job("fresh", gpu_count=2))  # decided, but the log read below predates it
+    s.rebuild({"logged": d.record})
+    s.rebuild({"logged": d.record})  # a second rebalance: must not double-count or forget
+    assert s.final == {"logged", "fresh"}
+    assert set(s.reservations) == {"logged", "fresh"}
+    assert s.state.free_gpus("eu") == {"A100-80": 4}
+    assert decide(s, job("fresh", gpu_count=2)) == []
+
+
+def test_rebuild_trusts_the_job_event_log_over_a_stale_table() -> None:
+    s = make(node("n1", "eu"))
+    [a] = decide(s, job("a", gpu_count=8))
+    # crash: "a" finished (its FINISHED is in the log) but the table's release was lost,
+    # and "b" took the same GPUs afterwards
+    s.state.release("a")
+    [b] = decide(s, job("b", gpu_count=8))
+    table = dict(s.reservations)
+    table["a"] = {**table["a"], "released": False}
+    state = ClusterState()
+    fresh = Scheduler(
+        state, Placer(state), reservations=table, queue={}, nodes=dict(s.nodes), partitions=PARTS
+    )
+    fresh.rebuild({"a": a.record, "b": b.record}, ended={"a"})
+    assert fresh.state.reservation("a") is None
+    assert fresh.state.reservation("b") is not None
+    assert fresh.reservations["a"]["released"] is True
+    assert fresh.state.free_gpus("eu") == {}
