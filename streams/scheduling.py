@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Mapping, MutableMapping
 from typing import Any
 
 from infra.jobspec import job_problems
@@ -367,9 +367,6 @@ class Scheduler:
 
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)
-
-    def held_jobs(self) -> Iterable[str]:
-        return self.state.jobs.keys()
 
 
 def _us_since(started_ns: int) -> int:

@@ -50,6 +50,19 @@ def make(*nodes: dict[str, Any]) -> Scheduler:
     return s
 
 
+def restarted(s: Scheduler, reservations: dict[str, Any]) -> Scheduler:
+    """A new worker's scheduler over `s`'s nodes and the given reservations table."""
+    state = ClusterState()
+    return Scheduler(
+        state,
+        Placer(state),
+        reservations=reservations,
+        queue={},
+        nodes=dict(s.nodes),
+        partitions=PARTS,
+    )
+
+
 def now() -> int:
     return time.perf_counter_ns()
 
@@ -134,15 +147,7 @@ def test_rebuild_reconciles_tables_with_the_decision_log() -> None:
         job_id="lost-table",
         assignments=[{"node_id": "n1", "gpu_indices": [6, 7], "gpu_milli": 1000}],
     )
-    state = ClusterState()
-    fresh = Scheduler(
-        state,
-        Placer(state),
-        reservations=dict(s.reservations),
-        queue={},
-        nodes=dict(s.nodes),
-        partitions=PARTS,
-    )
+    fresh = restarted(s, dict(s.reservations))
     fresh.rebuild({"logged": d.record, "lost-table": lost_table})
     assert set(fresh.reservations) == {"logged", "lost-table"}
     assert fresh.final == {"logged", "lost-table"}
@@ -156,15 +161,7 @@ def test_released_reservations_stay_released_after_rebuild() -> None:
     s = make(node("n1", "eu"))
     [d] = decide(s, job("done", gpu_count=8))
     s.on_job_event({"job_id": "done", "type": "FINISHED", "region": "eu"})
-    state = ClusterState()
-    fresh = Scheduler(
-        state,
-        Placer(state),
-        reservations=dict(s.reservations),
-        queue={},
-        nodes=dict(s.nodes),
-        partitions=PARTS,
-    )
+    fresh = restarted(s, dict(s.reservations))
     fresh.rebuild({"done": d.record})
     assert fresh.state.free_gpus("eu") == {"A100-80": 8}
 
@@ -198,10 +195,7 @@ def test_rebuild_trusts_the_job_event_log_over_a_stale_table() -> None:
     [b] = decide(s, job("b", gpu_count=8))
     table = dict(s.reservations)
     table["a"] = {**table["a"], "released": False}
-    state = ClusterState()
-    fresh = Scheduler(
-        state, Placer(state), reservations=table, queue={}, nodes=dict(s.nodes), partitions=PARTS
-    )
+    fresh = restarted(s, table)
     fresh.rebuild({"a": a.record, "b": b.record}, ended={"a"})
     assert fresh.state.reservation("a") is None
     assert fresh.state.reservation("b") is not None
