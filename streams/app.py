@@ -26,6 +26,7 @@ from infra.topics import (
 from schemas import make_codec
 from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
 from scorer.errors import GpuflowError, UnknownPluginError
+from streams.consumer_state import consumer_state
 from streams.history_process import HistoryProcess
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
@@ -248,6 +249,11 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
                 "stale_nodes": sorted(rt.fleet.stale),
             }
         )
+
+    @app.page("/consumer/")
+    async def consumer(web: Any, request: Any) -> Any:
+        """Per assigned partition: Faust's and aiokafka's view of where the consumer is."""
+        return web.json(consumer_state(app))
 
     @app.page("/metrics/")
     async def metrics(web: Any, request: Any) -> Any:

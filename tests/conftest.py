@@ -32,7 +32,8 @@ def config(broker: EmbeddedBroker, tmp_path: Path) -> Config:
     app_id = f"gpuflow-test-{uuid.uuid4().hex[:8]}"
     cfg = dataclasses.replace(
         base.with_bootstrap(broker.bootstrap_servers),
-        worker=dataclasses.replace(base.worker, app_id=app_id, log_level="info"),  # TMP
+        # info: a failing test's message carries the worker's log tail, rebalances included
+        worker=dataclasses.replace(base.worker, app_id=app_id, log_level="info"),
     )
     ensure_topics(cfg.kafka)
     return cfg
