@@ -6,12 +6,9 @@ thread is told to stop and joined, so `gpuflow up` leaves nothing behind.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -23,6 +20,7 @@ from infra.broker import EmbeddedBroker, free_port
 from infra.config import Config, config_env
 from infra.errors import InfraError
 from infra.kafka import ensure_topics
+from infra.process import ChildProcess
 
 __all__ = ["Stack", "WorkerProcess"]
 
@@ -35,58 +33,31 @@ class WorkerProcess:
     def __init__(self, config: Config, *, name: str = "worker") -> None:
         self.config = config
         self.log_path = config.data_dir / f"{name}.log"
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc = ChildProcess(name, self.log_path)
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        return self._proc.pid
 
     def start(self) -> WorkerProcess:
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **config_env(self.config), "PYTHONUNBUFFERED": "1"}
-        with self.log_path.open("ab") as out:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "streams"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        log.info("worker started pid=%s log=%s", self._proc.pid, self.log_path)
+        pid = self._proc.start([sys.executable, "-m", "streams"], env)
+        log.info("worker started pid=%s log=%s", pid, self.log_path)
         return self
 
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._proc.alive()
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
-        if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait(10)
-            self._proc = None
+        self._proc.kill()
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM (Faust shuts down cleanly and commits), then SIGKILL after `timeout`."""
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            log.warning("worker pid=%s ignored SIGTERM; killing", proc.pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        self._proc.stop(timeout)
 
     def log_tail(self, chars: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
+        return self._proc.log_tail(chars)
 
 
 class Stack:

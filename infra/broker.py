@@ -10,15 +10,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
 
 from infra.config import BrokerConfig
 from infra.errors import BrokerError
+from infra.process import ChildProcess
 
 __all__ = ["EmbeddedBroker", "free_port", "resolve_broker_binary"]
 
@@ -60,7 +59,7 @@ class EmbeddedBroker:
         self.config = config
         self.log_path = Path(log_dir) / "broker.log"
         self.port = config.port or free_port(config.host)
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc = ChildProcess("broker", self.log_path)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -68,10 +67,10 @@ class EmbeddedBroker:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        return self._proc.pid
 
     def start(self) -> EmbeddedBroker:
-        if self._proc is not None:
+        if self._proc.pid is not None:
             return self
         if _accepts(self.config.host, self.port):
             raise BrokerError(f"port {self.port} on {self.config.host} is already in use")
@@ -86,29 +85,19 @@ class EmbeddedBroker:
             "--storage-engine",
             self.config.storage,
         ]
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as out:
-            try:
-                self._proc = subprocess.Popen(
-                    argv,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-            except OSError as exc:  # not a program (exec format error), permission denied
-                raise BrokerError(f"cannot run broker binary {argv[0]!r}: {exc}") from exc
+        try:
+            pid = self._proc.start(argv)
+        except OSError as exc:  # not a program (exec format error), permission denied
+            raise BrokerError(f"cannot run broker binary {argv[0]!r}: {exc}") from exc
         self._wait_ready()
-        log.info("broker started pid=%s bootstrap=%s", self._proc.pid, self.bootstrap_servers)
+        log.info("broker started pid=%s bootstrap=%s", pid, self.bootstrap_servers)
         return self
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.config.start_timeout_s
-        assert self._proc is not None
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                tail = self.log_path.read_text(errors="replace")[-800:]
-                self._proc = None
+            if self._proc.exited():
+                tail = self._proc.log_tail(800)
                 raise BrokerError(f"broker exited at start; log {self.log_path}:\n{tail}")
             if _accepts(self.config.host, self.port):
                 return
@@ -120,18 +109,7 @@ class EmbeddedBroker:
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM, then SIGKILL after `timeout`; safe to call twice."""
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout)
-        log.info("broker stopped pid=%s", proc.pid)
+        self._proc.stop(timeout)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

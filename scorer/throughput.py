@@ -166,7 +166,11 @@ class ThroughputModel:
         return max(models, key=lambda m: (self.catalog[m].peak_tflops(job.precision), m))
 
     def relative_speed(self, job: JobSpec, model: str, consolidated: bool = True) -> float:
-        """Job throughput on `model` over throughput on the reference GPU; 0 = cannot run."""
+        """Job throughput on `model` over throughput on the reference GPU; 0 = cannot run.
+
+        The reference always runs consolidated (one node), so a spread gang's speed carries the
+        cost of crossing nodes instead of dividing it away.
+        """
         model = self.catalog.canonical(model)
         reference = self.catalog.canonical(job.reference_gpu_model or self.reference)
         key = (job.job_type, job.kind, job.precision, job.gpu_count, reference, consolidated, model)
@@ -176,7 +180,7 @@ class ThroughputModel:
         speed = self._roofline(job, model, reference)
         if job.job_type and self.knows(job.job_type):
             mine = self._measured_or_scaled(job, model, consolidated)
-            ref = self._measured_or_scaled(job, reference, consolidated)
+            ref = self._measured_or_scaled(job, reference, True)
             if mine is not None and ref:
                 speed = mine / ref
             elif mine == 0:

@@ -17,7 +17,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +24,7 @@ from typing import Any
 
 from infra.broker import free_port
 from infra.config import Config, config_env, load_config
+from infra.process import ChildProcess
 from streams.history import HistorySink
 from streams.web import SQL_PATH, run_request
 
@@ -43,32 +43,16 @@ class HistoryProcess:
         self.port = free_port(config.worker.web_host)
         self.url = f"http://{config.worker.web_host}:{self.port}{SQL_PATH}"
         self.log_path = config.data_dir / "history.log"
-        self._proc: subprocess.Popen[bytes] | None = None
+        # in the worker's process group: a `kill` of the worker's group takes it along
+        self._proc = ChildProcess("history process", self.log_path, own_group=False)
 
     def start(self) -> None:
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **config_env(self.config), PORT_ENV: str(self.port)}
-        with self.log_path.open("ab") as out:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "streams.history_process"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        log.info("history process started pid=%s port=%s", self._proc.pid, self.port)
+        pid = self._proc.start([sys.executable, "-m", "streams.history_process"], env)
+        log.info("history process started pid=%s port=%s", pid, self.port)
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            log.warning("history process pid=%s ignored SIGTERM; killing", proc.pid)
-            proc.kill()
-            proc.wait(10)
+        self._proc.stop(timeout_s)
 
 
 def _die_with_parent() -> None:

@@ -58,6 +58,18 @@ def test_gang_scale_factor_and_spread(gavel: ThroughputModel) -> None:
     )
 
 
+def test_a_spread_gang_is_slower_than_the_same_gang_on_one_node(gavel: ThroughputModel) -> None:
+    # both are measured against the reference on one node, so the spread cost stays visible
+    job = JobSpec("j", job_type="ResNet-18 (batch size 64)", gpu_count=4)
+    one_node = gavel.measured[(job.job_type, "V100-16", 4, True)]
+    spread = gavel.measured[(job.job_type, "V100-16", 4, False)]
+    assert spread < one_node
+    assert gavel.relative_speed(job, "V100-16") == pytest.approx(1.0)
+    assert gavel.relative_speed(job, "V100-16", consolidated=False) == pytest.approx(
+        spread / one_node
+    )
+
+
 @pytest.mark.parametrize(
     ("kind", "precision", "model", "expected"),
     [
