@@ -6,11 +6,13 @@ Run it with `python -m streams` (or `gpuflow up`, which starts it for you).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
 
 import faust
+from faust.exceptions import ConsumerNotStarted
 
 from infra.config import Config
 from infra.errors import ConfigError
@@ -255,6 +257,13 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
         """Per assigned partition: Faust's and aiokafka's view of where the consumer is."""
         return web.json(consumer_state(app))
 
+    @app.page("/health/")
+    async def health(web: Any, request: Any) -> Any:
+        """Liveness: 503 while a partition's fetched records stop reaching its stream."""
+        stalled = rt.stalls.stalled
+        body = {"live": not stalled, "ready": rt._ready.is_set(), "stalled": stalled}
+        return web.json(body, status=503 if stalled else 200)
+
     @app.page("/metrics/")
     async def metrics(web: Any, request: Any) -> Any:
         """Events processed per stream and recent telemetry lag."""
@@ -262,6 +271,11 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
 
 
 def _register_timers(app: faust.App, rt: Runtime) -> None:
+    @app.timer(rt.config.worker.summary_interval_s)
+    async def watch_partitions() -> None:
+        with contextlib.suppress(ConsumerNotStarted):  # before the first assignment
+            rt.stalls.observe(consumer_state(app)["partitions"])
+
     @app.timer(rt.config.worker.summary_interval_s)
     async def summarise() -> None:
         if rt._ready.is_set():

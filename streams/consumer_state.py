@@ -3,13 +3,60 @@
 Faust keeps its own view (active/paused partitions, the last offset it handed to a stream, the
 last offset it committed) on top of aiokafka's (position, highwater, paused). When a partition
 stops making progress these two views are what tell why, so the page shows both side by side.
+`StallWatch` turns them into the worker's liveness (the `/health/` page): records fetched but
+not handed to their stream for `stall_after_s` mean the worker needs a restart.
 """
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["consumer_state"]
+__all__ = ["StallWatch", "consumer_state"]
+
+log = logging.getLogger(__name__)
+
+
+class StallWatch:
+    """Partitions whose fetched records stopped reaching their stream.
+
+    A partition is behind when aiokafka's position is past the next offset Faust handed on
+    (`read_offset + 1 < position`, or nothing handed on at all). Being behind is normal while a
+    stream works through its buffer; it is a stall when the handed-on offset has not moved
+    for `after_s`.
+    """
+
+    def __init__(self, after_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.after_s = after_s
+        self._clock = clock
+        self._since: dict[str, tuple[int | None, float]] = {}  # name -> (read_offset, since)
+        self.stalled: list[str] = []
+
+    def observe(self, partitions: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """Feed one `consumer_state(...)["partitions"]`; the partitions stalled now."""
+        now = self._clock()
+        since: dict[str, tuple[int | None, float]] = {}
+        for name, row in partitions.items():
+            position, read = row.get("position"), row.get("read_offset")
+            if not position or (read is not None and read + 1 >= position) or row.get("paused"):
+                continue
+            previous = self._since.get(name)
+            since[name] = previous if previous and previous[0] == read else (read, now)
+        self._since = since
+        stalled = sorted(n for n, (_, t) in since.items() if now - t >= self.after_s)
+        for name in set(stalled) - set(self.stalled):
+            row = partitions[name]
+            log.error(
+                "partition %s stalled: records up to %s fetched, %s handed on, for %.0fs",
+                name,
+                row.get("position"),
+                row.get("read_offset"),
+                now - since[name][1],
+            )
+        self.stalled = stalled
+        return stalled
 
 
 def consumer_state(app: Any) -> dict[str, Any]:

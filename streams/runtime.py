@@ -13,6 +13,7 @@ from infra.deadletter import dead_letter_record
 from infra.kafka import committed_offsets, end_offsets
 from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
+from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
 from streams.ledger import read_ended_jobs, read_final_decisions
 from streams.metrics import Metrics
@@ -40,6 +41,7 @@ class Runtime:
         self.inventory_seen: dict[int, int] = {}
         self.dirty = False
         self.metrics = Metrics()
+        self.stalls = StallWatch(config.worker.stall_after_s)
 
     # -- readiness ----------------------------------------------------------------------------
 

@@ -82,8 +82,14 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(running: Running) -> No
         running, want, decisions
     )
     assert killed_at < len(jobs), "the kill must happen mid-stream"
-    # every record the restarted worker fetched was handed to its stream
+    # every record the restarted worker fetched was handed to its stream, and it says it is live
     assert _unhanded(running, (JOBS_SUBMITTED, JOBS_ROUTED)) == {}
+    cfg = running.config.worker
+    health = httpx.get(f"http://{cfg.web_host}:{cfg.web_port}/health/", timeout=10)
+    assert (health.status_code, health.json()) == (
+        200,
+        {"live": True, "ready": True, "stalled": []},
+    )
     decisions.poll(3.0)  # let any late duplicate arrive before judging
     dupes = {k: len(v) for k, v in final_decisions(decisions.records).items() if len(v) > 1}
     assert dupes == {}
