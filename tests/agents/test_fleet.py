@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -92,7 +93,7 @@ def test_load_fleet_reads_files_and_names_missing_ones(tmp_path: Path) -> None:
         load_fleet(tmp_path / "missing.yaml")
 
 
-def _fleet(n: int = 40, seed: int = 5, **policy: float) -> SimulatedFleet:
+def _fleet(n: int = 40, seed: int = 5, **policy: Any) -> SimulatedFleet:
     return SimulatedFleet(SPEC, generate_nodes(SPEC, n, seed), seed, policy=TierPolicy(**policy))
 
 

@@ -79,9 +79,10 @@ def test_a_stalled_clock_skips_missed_slots() -> None:
     sched = TierScheduler(POLICY, 0.0)
     sched.plan(0.0, [], 1)
     late = sched.plan(95.0, [], 1)  # the process slept through three snapshots
-    assert late.full_snapshot
+    assert late is not None and late.full_snapshot
     assert sched.plan(96.0, [], 1) is None
-    assert sched.plan(120.0, [], 1).full_snapshot
+    later = sched.plan(120.0, [], 1)
+    assert later is not None and later.full_snapshot
 
 
 def test_policy_from_mapping_and_heartbeat_clamp() -> None:

@@ -8,11 +8,13 @@ import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import faust
 import pytest
 import typer
 from aiohttp.test_utils import TestServer
+from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from typer.testing import CliRunner
 
 from gpuflow.commands.sql import run_query, sql
@@ -116,7 +118,8 @@ def test_cli_goes_through_the_worker_page(cfg: Config) -> None:
             f"sqltest-{cfg.worker.web_port}", broker="kafka://127.0.0.1:9", web_enabled=True
         )
         register_sql_page(app, lambda: store)
-        server = TestServer(app.web.web_app, host="127.0.0.1", port=cfg.worker.web_port)
+        web = cast(AiohttpWeb, app.web)  # the driver faust.App picks by default
+        server = TestServer(web.web_app, host="127.0.0.1", port=cfg.worker.web_port)
         await server.start_server()
         loop = asyncio.get_running_loop()
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
+from typing import Any
 
 import httpx
 import pytest
@@ -71,7 +72,7 @@ def test_routers_see_regions_owned_by_the_other_worker(broker: EmbeddedBroker, t
 
         assert wait_for(split, 90), (_regions(a), _regions(b), workers[0].log_tail())
         regions = sorted(everything)
-        jobs = [
+        jobs: list[dict[str, Any]] = [
             {"job_id": f"two-{i}", "gpu_count": 1, "allowed_regions": [regions[i % 4]]}
             for i in range(40)
         ]
