@@ -1,4 +1,6 @@
-"""Two workers split the regions; each router still places jobs in regions the other owns."""
+"""Two workers split the regions; each router still places jobs in regions the other owns; when
+one dies mid-stream the other takes its regions over and nothing is lost, repeated or overbooked.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +11,16 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import TopicReader, final_decisions, submit_jobs, wait_for
+from harness import TopicReader, final_decisions, overbooked, submit_jobs, wait_for
 
 from agents import SimulatedFleet, demo_fleet, generate_nodes, run_fleet
 from agents.executor import ExecutorTwin
+from agents.jobgen import generate_jobs
 from gpuflow.stack import WorkerProcess
 from infra.broker import EmbeddedBroker, free_port
 from infra.config import Config, load_config
 from infra.kafka import ensure_topics
-from infra.topics import DECISIONS_PLACEMENT
+from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS
 
 pytestmark = pytest.mark.integration
 
@@ -92,3 +95,55 @@ def test_routers_see_regions_owned_by_the_other_worker(broker: EmbeddedBroker, t
             t.join(15)
         for w in workers:
             w.stop()
+
+
+def test_the_survivor_takes_over_a_killed_workers_regions(broker: EmbeddedBroker, tmp_path) -> None:
+    cfg = _config(broker, str(tmp_path))
+    a, b = _with_port(cfg, "a"), _with_port(cfg, "b")
+    spec = demo_fleet()
+    regions = [r.name for r in spec.regions]
+    fleet = SimulatedFleet(spec, generate_nodes(spec, 40, seed=4), seed=4)
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=run_fleet, args=(cfg, fleet), kwargs={"stop": stop}),
+        threading.Thread(target=ExecutorTwin(cfg).run, args=(stop,)),
+    ]
+    survivor, victim = WorkerProcess(a, name="a").start(), WorkerProcess(b, name="b").start()
+    for t in threads:
+        t.start()
+    decisions = TopicReader(cfg, DECISIONS_PLACEMENT)
+    events = TopicReader(cfg, JOBS_EVENTS)
+    try:
+        assert wait_for(lambda: _regions(a) and _regions(b), 90), survivor.log_tail()
+        jobs = generate_jobs(200, seed=8, regions=regions, mean_duration_s=2.0, prefix="fail")
+        for i, job in enumerate(jobs):
+            job["allowed_regions"] = [regions[i % len(regions)]]
+        sender = threading.Thread(target=submit_jobs, args=(cfg, jobs, 20.0))
+        sender.start()
+        assert wait_for(lambda: len(final_decisions(decisions.poll())) >= 50, 60)
+        victim.kill()
+        sender.join(60)
+
+        want = {j["job_id"] for j in jobs}
+        assert wait_for(lambda: want <= set(final_decisions(decisions.poll())), 120), (
+            len(want - set(final_decisions(decisions.records))),
+            survivor.log_tail(3000),
+        )
+        assert _regions(a) == set(regions)  # it holds every region now
+        decisions.poll(3.0)  # a late duplicate would arrive by now
+        finals = final_decisions(decisions.records)
+        assert {k: len(v) for k, v in finals.items() if len(v) > 1} == {}
+        placed = {d["job_id"] for d in decisions.records if d.get("outcome") == "PLACED"}
+        finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
+        assert wait_for(lambda: placed <= finished(), 90)
+        assert overbooked(decisions.poll(1.0), events.records) == []
+        health = httpx.get(f"http://{a.worker.web_host}:{a.worker.web_port}/health/", timeout=10)
+        assert health.json()["live"] is True
+    finally:
+        decisions.close()
+        events.close()
+        stop.set()
+        for t in threads:
+            t.join(15)
+        survivor.stop()
+        victim.stop()
