@@ -21,7 +21,7 @@ from confluent_kafka import KafkaException
 from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.kafka import consumer, producer
-from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_EVENTS, region_partition
+from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_EVENTS
 from schemas import DecodeError, make_codec
 
 __all__ = ["ExecutorStats", "ExecutorTwin"]
@@ -135,5 +135,5 @@ class ExecutorTwin:
             "progress": progress,
         }
         value = self.codec.encode("JobEvent", record, topic=JOBS_EVENTS)
-        partition = region_partition(region, self.config.kafka.partitions)
+        partition = self.config.kafka.partitioner()(region)
         p.produce(JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition)

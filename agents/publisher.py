@@ -1,7 +1,8 @@
 """Publishing to Kafka: one confluent-kafka producer, keys and region partitions done right.
 
-Inventory and telemetry are keyed by node_id and sent to `region_partition(region, n)`, so they
-co-partition with the region placers; grid signals are keyed by region, links by link_id.
+Inventory and telemetry are keyed by node_id and sent to their region's partition
+(`KafkaConfig.partitioner`, the same in every producer), so they co-partition with the region
+placers; grid signals are keyed by region, links by link_id.
 `run_fleet` drives a `SimulatedFleet` at a fixed rate: inventory at start and every
 `inventory_every_s` (the topic is compacted), telemetry every tick, grid and link signals
 periodically.
@@ -27,7 +28,6 @@ from infra.topics import (
     LINK_TELEMETRY,
     NODE_INVENTORY,
     NODE_TELEMETRY,
-    region_partition,
 )
 from schemas.codec import Codec, make_codec
 
@@ -110,7 +110,7 @@ class EventPublisher:
                 region = ev["region"]
                 p = part_of.get(region)
                 if p is None:
-                    p = part_of[region] = region_partition(region, parts)
+                    p = part_of[region] = self.config.kafka.partitioner(parts)(region)
                 kwargs["partition"] = p
             self._produce(produce, topic, value, ev[key_field], kwargs)
             n += 1

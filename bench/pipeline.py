@@ -131,8 +131,9 @@ def main() -> None:
     ap.add_argument("--dump", help="write per-job latencies to this file")
     args = ap.parse_args()
 
-    config = load_config(data_dir=f"/tmp/gpuflow-bench-{int(time.time())}")
     spec = demo_fleet()
+    config = load_config(data_dir=f"/tmp/gpuflow-bench-{int(time.time())}")
+    config = config.with_regions(r.name for r in spec.regions)  # as `gpuflow up` runs
     fleet = SimulatedFleet(spec, generate_nodes(spec, args.nodes, seed=1), seed=1)
     with Stack(config) as stack:
         cfg = stack.config

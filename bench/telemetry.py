@@ -35,8 +35,9 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="full snapshot from every node each second")
     args = ap.parse_args()
 
-    config = load_config(data_dir=f"/tmp/gpuflow-bench-tel-{int(time.time())}")
     spec = demo_fleet()
+    config = load_config(data_dir=f"/tmp/gpuflow-bench-tel-{int(time.time())}")
+    config = config.with_regions(r.name for r in spec.regions)  # as `gpuflow up` runs
     policy = TierPolicy(full_snapshot_s=1e-3) if args.full else None
     fleet = SimulatedFleet(spec, generate_nodes(spec, args.nodes, seed=1), seed=1, policy=policy)
     stats: list = []

@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, get_type_hints
 
 from infra.errors import ConfigError
+from infra.topics import RegionPartitioner
 
 __all__ = [
     "BrokerConfig",
@@ -42,11 +43,27 @@ class KafkaConfig:
     session_timeout_s: float = 6.0  # the embedded broker rebalances in ~half of this
     fetch_wait_ms: int = 50  # the embedded broker holds a fetch this long when idle
     schema_registry_url: str = ""  # empty: Avro single-object encoding
+    # regions pinned to partitions in this order ("us-east,eu-west,..."); others: crc32
+    region_order: str = ""
     client: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def embedded(self) -> bool:
         return not self.bootstrap_servers
+
+    def __post_init__(self) -> None:
+        pinned = self.regions_pinned
+        for region in pinned:
+            if pinned.count(region) > 1:
+                raise ConfigError(f"kafka.region_order: {region!r} is listed twice")
+
+    @property
+    def regions_pinned(self) -> tuple[str, ...]:
+        return tuple(r.strip() for r in self.region_order.split(",") if r.strip())
+
+    def partitioner(self, partitions: int | None = None) -> RegionPartitioner:
+        """Where region-keyed events go (`partitions`: a topic's count if not the default)."""
+        return RegionPartitioner(partitions or self.partitions, self.regions_pinned)
 
     def client_conf(self) -> dict[str, Any]:
         """librdkafka settings for confluent-kafka clients (SASL/SSL keys included)."""
@@ -117,6 +134,13 @@ class Config:
         return dataclasses.replace(
             self, kafka=dataclasses.replace(self.kafka, bootstrap_servers=servers)
         )
+
+    def with_regions(self, regions: Iterable[str]) -> Config:
+        """Pin `regions` to partitions in this order, unless an order is configured already."""
+        if self.kafka.region_order:
+            return self
+        order = ",".join(regions)
+        return dataclasses.replace(self, kafka=dataclasses.replace(self.kafka, region_order=order))
 
 
 def _is_secret(key: str) -> bool:

@@ -113,6 +113,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         queue=tables["queue"],
         nodes=tables["nodes"],
         partitions=config.kafka.partitions,
+        region_order=config.kafka.regions_pinned,
         view_ttl_s=config.worker.view_ttl_s,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)

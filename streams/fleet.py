@@ -130,7 +130,7 @@ class FleetTracker:
         }  # fmt: skip
         log.warning("job on stale node reported for rescheduling job_id=%s", job_id)
         return outgoing(DECISIONS_MIGRATION, job_id, record, region=region,
-                        partitions=self.s.partitions)  # fmt: skip
+                        partition_of=self.s.partition_of)  # fmt: skip
 
     def summaries(self) -> list[Outgoing]:
         """One RegionSummary per region known to this worker, closing the current window."""
@@ -159,6 +159,8 @@ class FleetTracker:
             }
             self.s.state.set_queue_depth(region, self.s.queued_in(region))
             out.append(
-                outgoing(REGION_STATE, region, record, region=region, partitions=self.s.partitions)
+                outgoing(
+                    REGION_STATE, region, record, region=region, partition_of=self.s.partition_of
+                )
             )
         return out

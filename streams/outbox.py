@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra.topics import TOPICS, region_partition
+from infra.topics import TOPICS
 
 __all__ = ["Outgoing", "new_event_id", "now_ms", "outgoing"]
 
@@ -41,10 +41,15 @@ def new_event_id(*parts: str) -> str:
 
 
 def outgoing(
-    topic: str, key: str, record: Mapping[str, Any], *, region: str | None, partitions: int
+    topic: str,
+    key: str,
+    record: Mapping[str, Any],
+    *,
+    region: str | None,
+    partition_of: Callable[[str], int],
 ) -> Outgoing:
     """An outgoing message, placed on its region's partition when the topic is region-keyed."""
     partition = None
     if topic in _REGION_KEYED:
-        partition = region_partition(region or "", partitions)
+        partition = partition_of(region or "")
     return Outgoing(topic, _EVENT_OF[topic], key, record, partition)

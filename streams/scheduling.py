@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from infra.jobspec import job_problems
-from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
+from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
 from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank_regions
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
@@ -50,6 +50,7 @@ class Scheduler:
         queue: MutableMapping[str, Any],
         nodes: MutableMapping[str, Any],
         partitions: int,
+        region_order: Sequence[str] = (),
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
@@ -58,7 +59,7 @@ class Scheduler:
         self.reservations = reservations
         self.queue = queue
         self.nodes = nodes
-        self.partitions = partitions
+        self.partition_of = RegionPartitioner(partitions, tuple(region_order))
         self.final: set[str] = set()
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
@@ -177,7 +178,7 @@ class Scheduler:
             routed["job"]["job_id"],
             routed,
             region=routed["region"],
-            partitions=self.partitions,
+            partition_of=self.partition_of,
         )
 
     # -- placement ----------------------------------------------------------------------------
@@ -224,7 +225,11 @@ class Scheduler:
         self.queue.pop(job_id, None)
         self.final.add(job_id)
         return outgoing(
-            DECISIONS_PLACEMENT, job_id, record, region=record["region"], partitions=self.partitions
+            DECISIONS_PLACEMENT,
+            job_id,
+            record,
+            region=record["region"],
+            partition_of=self.partition_of,
         )
 
     def _refused(
@@ -272,7 +277,7 @@ class Scheduler:
                     job["job_id"],
                     record,
                     region=region,
-                    partitions=self.partitions,
+                    partition_of=self.partition_of,
                 )
             ]
         reasons = list(result.reasons) or ["no node in any allowed region can ever host this job"]
@@ -318,7 +323,7 @@ class Scheduler:
             refusals=refusals,
         )
         return outgoing(
-            DECISIONS_PLACEMENT, job_id, record, region=region, partitions=self.partitions
+            DECISIONS_PLACEMENT, job_id, record, region=region, partition_of=self.partition_of
         )
 
     # -- lifecycle ----------------------------------------------------------------------------

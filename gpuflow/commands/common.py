@@ -28,6 +28,7 @@ def write_stack_file(config: Config) -> Path:
     info = {
         "bootstrap_servers": config.kafka.bootstrap_servers,
         "web": f"http://{config.worker.web_host}:{config.worker.web_port}",
+        "region_order": config.kafka.region_order,  # agents started by hand must agree
     }
     path.write_text(json.dumps(info))
     return path
@@ -48,4 +49,5 @@ def running_config(data_dir: Path | None = None, **overrides: Any) -> Config:
             raise fail("no broker: run `gpuflow up` first, or set GPUFLOW_KAFKA_BOOTSTRAP_SERVERS")
         info = json.loads(stack.read_text())
         config = config.with_bootstrap(info["bootstrap_servers"])
+        config = config.with_regions(r for r in info.get("region_order", "").split(",") if r)
     return config

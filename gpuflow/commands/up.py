@@ -47,6 +47,8 @@ def up(
     try:
         config = load_config(data_dir=str(data_dir))
         fleet_obj = _fleet(fleet, nodes, seed)
+        # one partition a region while there are enough
+        config = config.with_regions(r.name for r in fleet_obj.spec.regions)
     except (ConfigError, OSError, ValueError) as exc:
         raise fail(str(exc)) from None
     console = Console()

@@ -31,7 +31,6 @@ from infra.topics import (
     JOBS_EVENTS,
     JOBS_SUBMITTED,
     NODE_INVENTORY,
-    region_partition,
 )
 from schemas import SingleObjectCodec
 
@@ -114,7 +113,7 @@ class StreamDecider:
             "detail": "replay",
         }
         self._produce(
-            JOBS_EVENTS, "JobEvent", job_id, event, region_partition(region, self.partitions)
+            JOBS_EVENTS, "JobEvent", job_id, event, self.config.kafka.partitioner()(region)
         )
         self.producer.flush(10)
         after: dict[str, Any] = {}

@@ -159,6 +159,17 @@ def test_bad_type_from_env_names_the_field() -> None:
         load_config(env={"GPUFLOW_WORKER_WEB_PORT": "http"})
 
 
+def test_region_order_pins_regions_to_partitions() -> None:
+    cfg = load_config(
+        env={"GPUFLOW_KAFKA_REGION_ORDER": "us-east, eu-west,", "GPUFLOW_KAFKA_PARTITIONS": "4"}
+    )
+    assert cfg.kafka.regions_pinned == ("us-east", "eu-west")
+    assert [cfg.kafka.partitioner()(r) for r in ("us-east", "eu-west")] == [0, 1]
+    assert cfg.kafka.partitioner(2)("eu-west") == 1
+    with pytest.raises(ConfigError, match=r"^kafka\.region_order: 'us-east' is listed twice"):
+        load_config(env={"GPUFLOW_KAFKA_REGION_ORDER": "us-east,us-east"})
+
+
 @pytest.mark.parametrize(
     ("source", "message"),
     [

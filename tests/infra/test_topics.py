@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infra import topics
-from infra.topics import TOPICS, region_partition, topic_for_event
+from infra.topics import TOPICS, RegionPartitioner, region_partition, topic_for_event
 from schemas import EVENT_NAMES
 
 # DESIGN "Topics": name -> event carried.
@@ -90,6 +90,16 @@ def test_region_partition_known_values(
 
 def test_region_partition_is_standard_crc32() -> None:
     assert region_partition("123456789", 2**32) == 0xCBF43926  # the CRC-32 check value
+
+
+def test_pinned_regions_take_their_place_in_the_order_and_others_hash() -> None:
+    order = ("us-east", "us-west", "eu-west", "ap-southeast")
+    # unpinned, the four demo regions collide on two of four partitions
+    assert len({region_partition(r, 4) for r in order}) == 2
+    assert [region_partition(r, 4, order) for r in order] == [0, 1, 2, 3]
+    assert [region_partition(r, 3, order) for r in order] == [0, 1, 2, 0]  # more regions: wrap
+    assert region_partition("sa-east", 4, order) == zlib.crc32(b"sa-east") % 4
+    assert RegionPartitioner(4, order)("eu-west") == 2
 
 
 @given(region=st.text(max_size=30), partitions=st.integers(min_value=1, max_value=256))

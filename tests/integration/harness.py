@@ -53,11 +53,15 @@ class Running:
 
 @pytest.fixture
 def running(config: Config) -> Iterator[Running]:
-    """Worker + 1 Hz fleet (16 nodes over the demo fleet's 4 regions) + executor twin."""
-    cfg = dataclasses.replace(
-        config, worker=dataclasses.replace(config.worker, web_port=free_port(), stale_after_s=30.0)
-    )
+    """Worker + 1 Hz fleet (16 nodes over the demo fleet's 4 regions) + executor twin.
+
+    The regions are pinned one to a partition, as `gpuflow up` does.
+    """
     spec = demo_fleet()
+    cfg = dataclasses.replace(
+        config.with_regions(r.name for r in spec.regions),
+        worker=dataclasses.replace(config.worker, web_port=free_port(), stale_after_s=30.0),
+    )
     fleet = SimulatedFleet(spec, generate_nodes(spec, 16, seed=3), seed=3)
     run = Running(cfg, WorkerProcess(cfg).start(), fleet)
     run.spawn(run_fleet, cfg, fleet)

@@ -47,6 +47,13 @@ def test_every_job_decided_once_and_gpus_come_back(running: Running) -> None:
     assert len(placed) >= 0.8 * len(jobs), "most jobs fit this fleet eventually"
     assert any(d["outcome"] == "QUEUED" for d in decisions.records), "the fleet was never full"
 
+    # each decision on its region's pinned partition, the four regions on four partitions
+    partition_of = running.config.kafka.partitioner()
+    pairs = zip(decisions.records, decisions.raw, strict=True)
+    where = {(d["region"], m.partition()) for d, m in pairs}
+    assert {partition for _, partition in where} == {0, 1, 2, 3}
+    assert all(partition == partition_of(region) for region, partition in where if region)
+
     placed_ids = {d["job_id"] for d in placed}
     finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
     assert wait_for(lambda: placed_ids <= finished(), 90)
