@@ -64,6 +64,7 @@ def _faust_app(config: Config) -> faust.App:
         broker_commit_interval=1.0,
         stream_wait_empty=False,
         fetch_wait_ms=kafka.fetch_wait_ms,
+        kafka=kafka,
     )
 
 

@@ -1,4 +1,4 @@
-"""Faust's Kafka transport, with a short fetch wait and two rebalance races closed.
+"""Faust's Kafka transport: a short fetch wait, two rebalance races closed, exact recovery ends.
 
 Fetch wait: Faust hard-codes aiokafka's `fetch_max_wait_ms=1500`. A broker that holds a fetch
 for its whole wait when no new data arrives (the embedded Tansu does) then adds up to 1.5 s per
@@ -19,17 +19,23 @@ Stray records: aiokafka can hand out records of partitions Faust does not want r
 empty active set reads as "all"; a partition paused during the fetch). Faust drops them, but
 aiokafka has moved past them, and a seek to an unchanged committed offset does not bring them
 back. `_ConsumerThread` keeps only records of active partitions and seeks the others back.
+
+Recovery ends: Faust restores a table up to the end offset the broker reports, and the embedded
+broker reports the base offset of the last batch + 1; `_Consumer.highwaters` reads to the end.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import faust
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
+
+from infra.config import KafkaConfig
+from infra.kafka import end_offsets
 
 __all__ = ["GpuflowApp"]
 
@@ -96,6 +102,24 @@ class _Consumer(driver.Consumer):
                 tpset -= streams
         super().resume_partitions(tpset)
 
+    async def highwaters(self, *partitions: TP) -> Mapping[TP, int]:
+        """End offsets to recover changelogs up to: read to the end, not just as reported.
+
+        Faust restores a table until the reported end. The embedded broker reports the base
+        offset of the last batch + 1, so a table lost the rest of that batch at every restart.
+        """
+        reported = dict(await super().highwaters(*partitions))
+        kafka = getattr(self.app, "kafka", None)
+        if kafka is None or not partitions:
+            return reported
+        loop = asyncio.get_running_loop()
+        for topic in sorted({tp.topic for tp in partitions}):
+            ends = await loop.run_in_executor(None, end_offsets, kafka, topic)
+            for tp in partitions:
+                if tp.topic == topic and tp.partition in ends:
+                    reported[tp] = max(reported.get(tp) or 0, ends[tp.partition])
+        return reported
+
     async def perform_seek(self) -> None:
         await super().perform_seek()
         self._sought = True
@@ -113,11 +137,17 @@ class _Transport(driver.Transport):
 
 
 class GpuflowApp(faust.App):
-    """faust.App whose consumers wait at most `fetch_wait_ms` for new data."""
+    """faust.App whose consumers wait at most `fetch_wait_ms` for new data.
 
-    def __init__(self, *args: Any, fetch_wait_ms: int = 50, **kwargs: Any) -> None:
+    With `kafka` given, table recovery reads changelogs to their true end (see `_Consumer`).
+    """
+
+    def __init__(
+        self, *args: Any, fetch_wait_ms: int = 50, kafka: KafkaConfig | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.fetch_wait_ms = fetch_wait_ms
+        self.kafka = kafka
 
     def _new_transport(self) -> Any:
         _ConsumerThread.fetch_max_wait_ms = self.fetch_wait_ms
