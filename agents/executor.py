@@ -50,6 +50,7 @@ class ExecutorTwin:
         group_id: str | None = None,
     ) -> None:
         self.config = config
+        self.partition_of = config.kafka.partitioner()
         self.time_scale = time_scale
         self.default_duration_s = default_duration_s
         self.on_decision = on_decision
@@ -135,5 +136,5 @@ class ExecutorTwin:
             "progress": progress,
         }
         value = self.codec.encode("JobEvent", record, topic=JOBS_EVENTS)
-        partition = self.config.kafka.partitioner()(region)
+        partition = self.partition_of(region)
         p.produce(JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition)

@@ -63,7 +63,6 @@ def _faust_app(config: Config) -> faust.App:
         producer_linger_ms=1,
         broker_commit_interval=1.0,
         stream_wait_empty=False,
-        fetch_wait_ms=kafka.fetch_wait_ms,
         kafka=kafka,
     )
 

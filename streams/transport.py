@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import faust
 from faust.transport.drivers import aiokafka as driver
@@ -109,10 +109,7 @@ class _Consumer(driver.Consumer):
         offset of the last batch + 1, so a table lost the rest of that batch at every restart.
         """
         reported = dict(await super().highwaters(*partitions))
-        kafka = getattr(self.app, "kafka", None)
-        if kafka is None or not partitions:
-            return reported
-        loop = asyncio.get_running_loop()
+        kafka, loop = cast("GpuflowApp", self.app).kafka, asyncio.get_running_loop()
         for topic in sorted({tp.topic for tp in partitions}):
             ends = await loop.run_in_executor(None, end_offsets, kafka, topic)
             for tp in partitions:
@@ -137,18 +134,13 @@ class _Transport(driver.Transport):
 
 
 class GpuflowApp(faust.App):
-    """faust.App whose consumers wait at most `fetch_wait_ms` for new data.
+    """faust.App whose consumers wait at most `kafka.fetch_wait_ms` for new data, and whose
+    table recovery reads changelogs to their true end (see `_Consumer`)."""
 
-    With `kafka` given, table recovery reads changelogs to their true end (see `_Consumer`).
-    """
-
-    def __init__(
-        self, *args: Any, fetch_wait_ms: int = 50, kafka: KafkaConfig | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, *args: Any, kafka: KafkaConfig, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fetch_wait_ms = fetch_wait_ms
         self.kafka = kafka
 
     def _new_transport(self) -> Any:
-        _ConsumerThread.fetch_max_wait_ms = self.fetch_wait_ms
+        _ConsumerThread.fetch_max_wait_ms = self.kafka.fetch_wait_ms
         return _Transport(self.conf.broker_consumer, self, loop=self.loop)

@@ -72,6 +72,7 @@ class StreamDecider:
         self.worker = WorkerProcess(self.config, name="replay-worker")
         self.codec = SingleObjectCodec()
         self.partitions = self.config.kafka.partitions
+        self.partition_of = self.config.kafka.partitioner()
         self.producer = producer(self.config.kafka)
         self.consumer = consumer(self.config.kafka, group_id=f"replay-{uuid.uuid4().hex[:8]}")
         parts = range(self.partitions)
@@ -112,9 +113,7 @@ class StreamDecider:
             "progress": 1.0,
             "detail": "replay",
         }
-        self._produce(
-            JOBS_EVENTS, "JobEvent", job_id, event, self.config.kafka.partitioner()(region)
-        )
+        self._produce(JOBS_EVENTS, "JobEvent", job_id, event, self.partition_of(region))
         self.producer.flush(10)
         after: dict[str, Any] = {}
 

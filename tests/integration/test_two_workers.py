@@ -4,9 +4,13 @@ one dies mid-stream the other takes its regions over and nothing is lost, repeat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -53,11 +57,22 @@ def _regions(cfg: Config) -> set[str]:
         return set()
 
 
-def test_routers_see_regions_owned_by_the_other_worker(broker: EmbeddedBroker, tmp_path) -> None:
+@dataclass
+class TwoWorkers:
+    config: Config  # what the fleet, the executor twin and the test use
+    a: Config
+    b: Config
+    workers: list[WorkerProcess]
+    regions: list[str]
+
+
+@contextlib.contextmanager
+def _two_workers(broker: EmbeddedBroker, tmp_path: Path, seed: int) -> Iterator[TwoWorkers]:
+    """Workers `a` and `b` on one app id, a 40-node demo fleet and the executor twin."""
     cfg = _config(broker, str(tmp_path))
     a, b = _with_port(cfg, "a"), _with_port(cfg, "b")
     spec = demo_fleet()
-    fleet = SimulatedFleet(spec, generate_nodes(spec, 40, seed=2), seed=2)
+    fleet = SimulatedFleet(spec, generate_nodes(spec, 40, seed=seed), seed=seed)
     stop = threading.Event()
     threads = [
         threading.Thread(target=run_fleet, args=(cfg, fleet), kwargs={"stop": stop}),
@@ -67,28 +82,7 @@ def test_routers_see_regions_owned_by_the_other_worker(broker: EmbeddedBroker, t
     for t in threads:
         t.start()
     try:
-        everything = {r.name for r in spec.regions}
-
-        def split() -> bool:
-            ra, rb = _regions(a), _regions(b)
-            return ra | rb == everything and not ra & rb and bool(ra) and bool(rb)
-
-        assert wait_for(split, 90), (_regions(a), _regions(b), workers[0].log_tail())
-        regions = sorted(everything)
-        jobs: list[dict[str, Any]] = [
-            {"job_id": f"two-{i}", "gpu_count": 1, "allowed_regions": [regions[i % 4]]}
-            for i in range(40)
-        ]
-        decisions = TopicReader(cfg, DECISIONS_PLACEMENT)
-        submit_jobs(cfg, jobs, rate_per_s=20)
-        want = {j["job_id"] for j in jobs}
-        assert wait_for(lambda: want <= set(final_decisions(decisions.poll())), 60)
-        finals = final_decisions(decisions.records)
-        for job in jobs:
-            [decision] = finals[job["job_id"]]
-            assert decision["outcome"] == "PLACED", decision["reasons"]
-            assert decision["region"] == job["allowed_regions"][0]
-        decisions.close()
+        yield TwoWorkers(cfg, a, b, workers, sorted(r.name for r in spec.regions))
     finally:
         stop.set()
         for t in threads:
@@ -97,53 +91,67 @@ def test_routers_see_regions_owned_by_the_other_worker(broker: EmbeddedBroker, t
             w.stop()
 
 
-def test_the_survivor_takes_over_a_killed_workers_regions(broker: EmbeddedBroker, tmp_path) -> None:
-    cfg = _config(broker, str(tmp_path))
-    a, b = _with_port(cfg, "a"), _with_port(cfg, "b")
-    spec = demo_fleet()
-    regions = [r.name for r in spec.regions]
-    fleet = SimulatedFleet(spec, generate_nodes(spec, 40, seed=4), seed=4)
-    stop = threading.Event()
-    threads = [
-        threading.Thread(target=run_fleet, args=(cfg, fleet), kwargs={"stop": stop}),
-        threading.Thread(target=ExecutorTwin(cfg).run, args=(stop,)),
-    ]
-    survivor, victim = WorkerProcess(a, name="a").start(), WorkerProcess(b, name="b").start()
-    for t in threads:
-        t.start()
-    decisions = TopicReader(cfg, DECISIONS_PLACEMENT)
-    events = TopicReader(cfg, JOBS_EVENTS)
-    try:
-        assert wait_for(lambda: _regions(a) and _regions(b), 90), survivor.log_tail()
-        jobs = generate_jobs(200, seed=8, regions=regions, mean_duration_s=2.0, prefix="fail")
-        for i, job in enumerate(jobs):
-            job["allowed_regions"] = [regions[i % len(regions)]]
-        sender = threading.Thread(target=submit_jobs, args=(cfg, jobs, 20.0))
-        sender.start()
-        assert wait_for(lambda: len(final_decisions(decisions.poll())) >= 50, 60)
-        victim.kill()
-        sender.join(60)
+def test_routers_see_regions_owned_by_the_other_worker(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    with _two_workers(broker, tmp_path, seed=2) as two:
+        a, b, everything = two.a, two.b, set(two.regions)
 
+        def split() -> bool:
+            ra, rb = _regions(a), _regions(b)
+            return ra | rb == everything and not ra & rb and bool(ra) and bool(rb)
+
+        assert wait_for(split, 90), (_regions(a), _regions(b), two.workers[0].log_tail())
+        jobs: list[dict[str, Any]] = [
+            {"job_id": f"two-{i}", "gpu_count": 1, "allowed_regions": [two.regions[i % 4]]}
+            for i in range(40)
+        ]
+        decisions = TopicReader(two.config, DECISIONS_PLACEMENT)
+        submit_jobs(two.config, jobs, rate_per_s=20)
         want = {j["job_id"] for j in jobs}
-        assert wait_for(lambda: want <= set(final_decisions(decisions.poll())), 120), (
-            len(want - set(final_decisions(decisions.records))),
-            survivor.log_tail(3000),
-        )
-        assert _regions(a) == set(regions)  # it holds every region now
-        decisions.poll(3.0)  # a late duplicate would arrive by now
+        assert wait_for(lambda: want <= set(final_decisions(decisions.poll())), 60)
         finals = final_decisions(decisions.records)
-        assert {k: len(v) for k, v in finals.items() if len(v) > 1} == {}
-        placed = {d["job_id"] for d in decisions.records if d.get("outcome") == "PLACED"}
-        finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
-        assert wait_for(lambda: placed <= finished(), 90)
-        assert overbooked(decisions.poll(1.0), events.records) == []
-        health = httpx.get(f"http://{a.worker.web_host}:{a.worker.web_port}/health/", timeout=10)
-        assert health.json()["live"] is True
-    finally:
+        for job in jobs:
+            [decision] = finals[job["job_id"]]
+            assert decision["outcome"] == "PLACED", decision["reasons"]
+            assert decision["region"] == job["allowed_regions"][0]
         decisions.close()
-        events.close()
-        stop.set()
-        for t in threads:
-            t.join(15)
-        survivor.stop()
-        victim.stop()
+
+
+def test_the_survivor_takes_over_a_killed_workers_regions(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    with _two_workers(broker, tmp_path, seed=4) as two:
+        cfg, a, regions = two.config, two.a, two.regions
+        survivor, victim = two.workers
+        decisions = TopicReader(cfg, DECISIONS_PLACEMENT)
+        events = TopicReader(cfg, JOBS_EVENTS)
+        try:
+            assert wait_for(lambda: _regions(a) and _regions(two.b), 90), survivor.log_tail()
+            jobs = generate_jobs(200, seed=8, regions=regions, mean_duration_s=2.0, prefix="fail")
+            for i, job in enumerate(jobs):
+                job["allowed_regions"] = [regions[i % len(regions)]]
+            sender = threading.Thread(target=submit_jobs, args=(cfg, jobs, 20.0))
+            sender.start()
+            assert wait_for(lambda: len(final_decisions(decisions.poll())) >= 50, 60)
+            victim.kill()
+            sender.join(60)
+
+            want = {j["job_id"] for j in jobs}
+            assert wait_for(lambda: want <= set(final_decisions(decisions.poll())), 120), (
+                len(want - set(final_decisions(decisions.records))),
+                survivor.log_tail(3000),
+            )
+            assert _regions(a) == set(regions)  # it holds every region now
+            decisions.poll(3.0)  # a late duplicate would arrive by now
+            finals = final_decisions(decisions.records)
+            assert {k: len(v) for k, v in finals.items() if len(v) > 1} == {}
+            placed = {d["job_id"] for d in decisions.records if d.get("outcome") == "PLACED"}
+            finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
+            assert wait_for(lambda: placed <= finished(), 90)
+            assert overbooked(decisions.poll(1.0), events.records) == []
+            url = f"http://{a.worker.web_host}:{a.worker.web_port}/health/"
+            assert httpx.get(url, timeout=10).json()["live"] is True
+        finally:
+            decisions.close()
+            events.close()
