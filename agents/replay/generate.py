@@ -11,8 +11,9 @@ about speed.
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -179,44 +180,33 @@ JOB_HEADER = (
 )
 
 
-def write_nodes(path: str | Path, nodes: Sequence[TraceNode]) -> None:
+def _write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     with Path(path).open("w", newline="", encoding="utf-8") as fh:
         out = csv.writer(fh)
-        out.writerow(NODE_HEADER)
-        for n in nodes:
-            out.writerow(
-                [
-                    n.node_id,
-                    n.region,
-                    n.zone,
-                    n.rack,
-                    n.gpu_model,
-                    n.gpu_count,
-                    n.cpu_milli,
-                    n.memory_mib,
-                    n.price_per_gpu_hour,
-                ]
-            )
+        out.writerow(header)
+        out.writerows(rows)
+
+
+def write_nodes(path: str | Path, nodes: Sequence[TraceNode]) -> None:
+    _write_csv(
+        path,
+        NODE_HEADER,
+        (
+            (n.node_id, n.region, n.zone, n.rack, n.gpu_model, n.gpu_count, n.cpu_milli,
+             n.memory_mib, n.price_per_gpu_hour)
+            for n in nodes
+        ),
+    )  # fmt: skip
 
 
 def write_jobs(path: str | Path, jobs: Sequence[TraceJob]) -> None:
-    with Path(path).open("w", newline="", encoding="utf-8") as fh:
-        out = csv.writer(fh)
-        out.writerow(JOB_HEADER)
-        for j in jobs:
-            out.writerow(
-                [
-                    j.job_id,
-                    f"{j.submit_s:g}",
-                    j.num_gpus,
-                    f"{j.duration_s:g}",
-                    j.gpu_milli,
-                    "|".join(j.gpu_models),
-                    j.job_type,
-                    j.reference_model or "",
-                    j.priority,
-                    j.tenant,
-                    j.cpu_milli,
-                    j.memory_mib,
-                ]
-            )
+    _write_csv(
+        path,
+        JOB_HEADER,
+        (
+            (j.job_id, f"{j.submit_s:g}", j.num_gpus, f"{j.duration_s:g}", j.gpu_milli,
+             "|".join(j.gpu_models), j.job_type, j.reference_model or "", j.priority, j.tenant,
+             j.cpu_milli, j.memory_mib)
+            for j in jobs
+        ),
+    )  # fmt: skip

@@ -6,10 +6,10 @@ JobSubmitted / NodeInventory records both engines feed the scheduler.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agents.replay.csvio import Row, positive, read_rows, to_bool, to_float, to_int, to_list
 from agents.replay.errors import TraceError
@@ -26,6 +26,8 @@ __all__ = [
     "load_trace",
     "node_record",
 ]
+
+_T = TypeVar("_T")
 
 NODE_COLUMNS = ("node_id", "region", "gpu_model", "gpu_count")
 JOB_COLUMNS = ("job_id", "submit_s", "num_gpus", "duration_s")
@@ -111,19 +113,27 @@ def _node(row: Row, catalog: Catalog) -> TraceNode:
     )
 
 
+def _load_unique(
+    path: str | Path, columns: Sequence[str], parse: Callable[[Row], _T], key: str, what: str
+) -> list[_T]:
+    """Parse every row; a repeated `key` is an error at its row, an empty file at the file."""
+    items: list[_T] = []
+    seen: set[str] = set()
+    for row in read_rows(path, columns):
+        item = parse(row)
+        ident = getattr(item, key)
+        if ident in seen:
+            raise row.error(key, f"duplicate {key} {ident!r}")
+        seen.add(ident)
+        items.append(item)
+    if not items:
+        raise TraceError(str(path), f"no {what}")
+    return items
+
+
 def load_nodes(path: str | Path, catalog: Catalog | None = None) -> tuple[TraceNode, ...]:
     catalog = catalog or default_catalog()
-    nodes: list[TraceNode] = []
-    seen: set[str] = set()
-    for row in read_rows(path, NODE_COLUMNS):
-        node = _node(row, catalog)
-        if node.node_id in seen:
-            raise row.error("node_id", f"duplicate node_id {node.node_id!r}")
-        seen.add(node.node_id)
-        nodes.append(node)
-    if not nodes:
-        raise TraceError(str(path), "no nodes")
-    return tuple(nodes)
+    return tuple(_load_unique(path, NODE_COLUMNS, lambda r: _node(r, catalog), "node_id", "nodes"))
 
 
 def _milli(raw: str) -> int:
@@ -172,16 +182,7 @@ def _checked_model(row: Row, column: str, name: str, catalog: Catalog) -> str:
 
 def load_jobs(path: str | Path, catalog: Catalog | None = None) -> tuple[TraceJob, ...]:
     catalog = catalog or default_catalog()
-    jobs: list[TraceJob] = []
-    seen: set[str] = set()
-    for row in read_rows(path, JOB_COLUMNS):
-        job = _job(row, catalog)
-        if job.job_id in seen:
-            raise row.error("job_id", f"duplicate job_id {job.job_id!r}")
-        seen.add(job.job_id)
-        jobs.append(job)
-    if not jobs:
-        raise TraceError(str(path), "no jobs")
+    jobs = _load_unique(path, JOB_COLUMNS, lambda r: _job(r, catalog), "job_id", "jobs")
     return tuple(sorted(jobs, key=lambda j: j.submit_s))  # stable: file order breaks ties
 
 

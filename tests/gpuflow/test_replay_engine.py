@@ -80,30 +80,26 @@ def _app() -> typer.Typer:
     return app
 
 
+def _replay_args(tmp_path: Path, *rest: str) -> list[str]:
+    """`gpuflow replay` over the nodes.csv and jobs.csv in `tmp_path`."""
+    nodes, jobs = str(tmp_path / "nodes.csv"), str(tmp_path / "jobs.csv")
+    return ["replay", "--nodes", nodes, "--jobs", jobs, *rest]
+
+
 def test_cli_compare_writes_summary_and_plots(tmp_path: Path, trace: Trace) -> None:
     write_nodes(tmp_path / "nodes.csv", trace.nodes)
     write_jobs(tmp_path / "jobs.csv", trace.jobs[:30])
     out = tmp_path / "out"
-    args = [
-        "replay",
-        "--nodes",
-        str(tmp_path / "nodes.csv"),
-        "--jobs",
-        str(tmp_path / "jobs.csv"),
-        "--throughputs",
-        str(TABLE),
-        "--compare",
-        "fifo,bestfit,fgd,gpuflow",
-        "--out",
-        str(out),
-    ]
-    res = CliRunner().invoke(_app(), args)
+    args = _replay_args(tmp_path, "--throughputs", str(TABLE))
+    res = CliRunner().invoke(
+        _app(), [*args, "--compare", "fifo,bestfit,fgd,gpuflow", "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "summary.json").read_text())
     assert set(doc["policies"]) == {"fifo", "bestfit", "fgd", "gpuflow"}
     assert (out / "jct_cdf.png").stat().st_size > 1000 and (out / "allocation.png").is_file()
     single = CliRunner().invoke(
-        _app(), [*args[:-4], "--policy", "fgd", "--arrivals-only", "--out", str(out / "one")]
+        _app(), [*args, "--policy", "fgd", "--arrivals-only", "--out", str(out / "one")]
     )
     assert single.exit_code == 0, single.output
     assert "final_alloc_rate" in json.loads((out / "one" / "summary.json").read_text())
@@ -122,17 +118,7 @@ def test_cli_bad_input_is_one_line_exit_2(
 ) -> None:
     write_nodes(tmp_path / "nodes.csv", trace.nodes)
     (tmp_path / "jobs.csv").write_text(jobs_text)
-    args = [
-        "replay",
-        "--nodes",
-        str(tmp_path / "nodes.csv"),
-        "--jobs",
-        str(tmp_path / "jobs.csv"),
-        "--out",
-        str(tmp_path / "o"),
-        *extra,
-    ]
-    res = CliRunner().invoke(_app(), args)
+    res = CliRunner().invoke(_app(), _replay_args(tmp_path, "--out", str(tmp_path / "o"), *extra))
     assert res.exit_code == 2
     assert expect in res.output and "Traceback" not in res.output
     assert len(res.output.strip().splitlines()) == 1
