@@ -5,7 +5,7 @@
 Cluster: Gavel's 36 V100 + 36 P100 + 36 K80 as 9 servers x 4 GPUs per model, listed
 round-robin (so first fit is blind to the model). Jobs: `agents.replay.generate.gavel_jobs`
 (Poisson arrivals of mean gap `lam` seconds, 26 job types, 1-4 h on a V100, 70/10/20 % of the
-distributed models on 1/2/4 GPUs), run times from `../shared/data/gavel_isolated_throughputs.csv`.
+distributed models on 1/2/4 GPUs), run times from Gavel's table (`scorer/data/`).
 Each load runs every policy on the same traces (in-process engine, same scheduler code as the
 worker), then every policy once more with `--arrivals-only` (jobs never finish: allocation at
 the first refusal and at the end, the FGD paper's fragmentation experiment) on Gavel's mix, and on
@@ -30,9 +30,8 @@ from agents.replay import Trace, gavel_cluster, gavel_jobs  # noqa: E402
 from agents.replay.generate import SHARE_MIX, share_mix_jobs  # noqa: E402
 from bench._common import write_result  # noqa: E402
 from gpuflow.replay import replay_policy, summarize  # noqa: E402
-from scorer import load_gavel_csv  # noqa: E402
+from scorer import gavel_throughputs  # noqa: E402
 
-TABLE = ROOT.parent / "shared" / "data" / "gavel_isolated_throughputs.csv"
 POLICIES = ("fifo", "bestfit", "fgd", "gavel-like", "gpuflow")
 KEYS = (
     "avg_jct_s",
@@ -74,7 +73,7 @@ def main() -> None:
     ap.add_argument("--lams", default="600,300,230,180")
     ap.add_argument("--seeds", default="0,1,2")
     args = ap.parse_args()
-    throughput = load_gavel_csv(TABLE)
+    throughput = gavel_throughputs()
     nodes = gavel_cluster()
     seeds = [int(s) for s in args.seeds.split(",")]
     started = time.perf_counter()

@@ -32,9 +32,8 @@ from scorer import (  # noqa: E402
     JobSpec,
     NodeSpec,
     Placer,
-    ThroughputModel,
     default_catalog,
-    load_gavel_csv,
+    gavel_throughputs,
 )
 
 MODELS = ("A100-80", "H100", "H200", "V100-32", "L40S", "A10G", "T4", "MI300X", "Ascend910B", "L4")
@@ -164,8 +163,7 @@ def main() -> None:
     t0 = time.perf_counter()
     state = build(args.nodes, args.regions, rng)
     build_s = time.perf_counter() - t0
-    gavel = ROOT.parent / "shared" / "data" / "gavel_isolated_throughputs.csv"
-    throughput = load_gavel_csv(gavel) if gavel.exists() else ThroughputModel()
+    throughput = gavel_throughputs()
     job_types = sorted({k[0] for k in throughput.measured}) or ["ResNet-50 (batch size 64)"]
     placer = Placer(state, throughput=throughput)
     results = {}

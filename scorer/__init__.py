@@ -32,7 +32,13 @@ from scorer.registry import (
 )
 from scorer.router import rank_regions
 from scorer.state import ClusterState
-from scorer.throughput import ThroughputModel, load_gavel_csv, memory_need_mib
+from scorer.throughput import (
+    GAVEL_CSV,
+    ThroughputModel,
+    gavel_throughputs,
+    load_gavel_csv,
+    memory_need_mib,
+)
 from scorer.types import Assignment, JobSpec, NodeSpec, PlacementResult, RegionView
 from scorer.weights import job_weights
 
@@ -40,6 +46,7 @@ __all__ = [
     "DEFAULT_FILTERS",
     "DEFAULT_SCORES",
     "FILTERS",
+    "GAVEL_CSV",
     "PRESETS",
     "SCORES",
     "Assignment",
@@ -67,6 +74,7 @@ __all__ = [
     "build_filter",
     "build_score",
     "default_catalog",
+    "gavel_throughputs",
     "job_weights",
     "load_catalog",
     "load_gavel_csv",

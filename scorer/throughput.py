@@ -25,11 +25,16 @@ from scorer.catalog import Catalog, GpuModelSpec, default_catalog
 from scorer.errors import CatalogError
 from scorer.types import JobSpec
 
+# Gavel's measured table, shipped as package data (source and licence: scorer/data/README.md)
+GAVEL_CSV = Path(__file__).resolve().parent / "data" / "gavel_isolated_throughputs.csv"
+
 __all__ = [
     "BYTES_PER_PARAM",
     "DEFAULT_REFERENCE",
+    "GAVEL_CSV",
     "TRAINING_BYTES_PER_PARAM",
     "ThroughputModel",
+    "gavel_throughputs",
     "load_gavel_csv",
     "memory_need_mib",
 ]
@@ -213,7 +218,7 @@ def _parse_row(row: Mapping[str, str], catalog: Catalog) -> tuple[MeasuredKey, f
 
 
 def load_gavel_csv(path: str | Path, catalog: Catalog | None = None) -> ThroughputModel:
-    """ThroughputModel from Gavel's isolated throughputs (see shared/data/README.md)."""
+    """ThroughputModel from Gavel's isolated throughputs (format: scorer/data/README.md)."""
     catalog = catalog or default_catalog()
     try:
         with Path(path).open(newline="", encoding="utf-8") as fh:
@@ -223,3 +228,8 @@ def load_gavel_csv(path: str | Path, catalog: Catalog | None = None) -> Throughp
     if not table:
         raise CatalogError(f"Gavel throughputs {path} has no rows")
     return ThroughputModel(catalog, table)
+
+
+def gavel_throughputs(catalog: Catalog | None = None) -> ThroughputModel:
+    """Gavel's measured table as shipped with gpuflow (`GAVEL_CSV`)."""
+    return load_gavel_csv(GAVEL_CSV, catalog)

@@ -14,7 +14,6 @@ from infra.config import Config, load_config
 from infra.kafka import ensure_topics
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Seeded synthetic traces after Gavel's recipe (shared/data/README.md), and CSV writers.
+"""Seeded synthetic traces after Gavel's recipe (scorer/data/README.md), and CSV writers.
 
 Jobs: Poisson arrivals (first at 0, exponential gaps of mean `lam_s`), job types uniform over
 the throughput table's types, run time on the reference V100 uniform in 1..4 hours; the

@@ -24,6 +24,7 @@ from gpuflow.commands.common import fail
 from gpuflow.replay.engine import ReplayResult
 from gpuflow.replay.run import replay_policy, write_outputs
 from gpuflow.replay.summary import summarize
+from scorer import GAVEL_CSV
 from scorer.errors import GpuflowError
 
 __all__ = ["replay"]
@@ -44,6 +45,8 @@ _COLUMNS = (  # summary key, header, format, scale (seconds shown in hours)
 
 
 def _load(nodes: Path, jobs: Path, throughputs: Path | None, jobs_format: str) -> Trace:
+    if throughputs is not None and str(throughputs) == "gavel" and not throughputs.exists():
+        throughputs = GAVEL_CSV  # the table shipped with gpuflow
     if jobs_format == "csv":
         return load_trace(nodes, jobs, throughputs)
     tp = load_throughputs(throughputs) if throughputs else None
@@ -99,7 +102,10 @@ def replay(
     nodes: Annotated[Path, typer.Option(help="nodes.csv (see docs/traces.md).")],
     jobs: Annotated[Path, typer.Option(help="jobs.csv, or a Gavel / Philly trace.")],
     throughputs: Annotated[
-        Path | None, typer.Option(help="throughputs.csv or Gavel's throughput table.")
+        Path | None,
+        typer.Option(
+            help="throughputs.csv, Gavel's throughput table, or `gavel` for the shipped one."
+        ),
     ] = None,
     policy: Annotated[str, typer.Option(help="gpuflow, fifo, bestfit, fgd or gavel-like.")] = (
         "gpuflow"

@@ -18,9 +18,9 @@ from agents.replay import (
     write_nodes,
 )
 from agents.replay.generate import DISTRIBUTED, share_mix_jobs
-from scorer import load_gavel_csv
+from scorer import GAVEL_CSV, load_gavel_csv
 
-TABLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "gavel_isolated_throughputs.csv"
+TABLE = GAVEL_CSV
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import pytest
 
 from agents.replay import TraceError, load_gavel_trace, load_jobs, load_nodes, load_philly_trace
 from agents.replay.trace import load_throughputs, load_trace
-from scorer import load_gavel_csv
+from scorer import GAVEL_CSV, load_gavel_csv
 
-TABLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "gavel_isolated_throughputs.csv"
+TABLE = GAVEL_CSV
 
 NODES = """node_id, region, gpu_model, gpu_count, zone
 n1, eu, v100, 4, eu-a

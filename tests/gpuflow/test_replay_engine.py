@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from agents.replay import Trace, gavel_cluster, gavel_jobs, write_jobs, write_nodes
 from gpuflow.commands.replay import replay
 from gpuflow.replay import InProcessDecider, replay_policy, run_replay, summarize
-from scorer import load_gavel_csv
+from scorer import GAVEL_CSV, load_gavel_csv
 
-TABLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "gavel_isolated_throughputs.csv"
+TABLE = GAVEL_CSV
 FIELDS = (
     "jobs",
     "completed",
@@ -90,7 +90,7 @@ def test_cli_compare_writes_summary_and_plots(tmp_path: Path, trace: Trace) -> N
     write_nodes(tmp_path / "nodes.csv", trace.nodes)
     write_jobs(tmp_path / "jobs.csv", trace.jobs[:30])
     out = tmp_path / "out"
-    args = _replay_args(tmp_path, "--throughputs", str(TABLE))
+    args = _replay_args(tmp_path, "--throughputs", "gavel")
     res = CliRunner().invoke(
         _app(), [*args, "--compare", "fifo,bestfit,fgd,gpuflow", "--out", str(out)]
     )

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
 from agents.replay import Trace, TraceJob, gavel_cluster
 from gpuflow.replay import replay_policy, summarize
-from scorer import load_gavel_csv
+from scorer import GAVEL_CSV, load_gavel_csv
 
-TABLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "gavel_isolated_throughputs.csv"
+TABLE = GAVEL_CSV
 
 
 def small_trace() -> Trace:

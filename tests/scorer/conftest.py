@@ -1,4 +1,4 @@
-"""Shared fixtures: the Gavel table (from the shared data folder, never skipped) and fleets.
+"""Shared fixtures: the Gavel table (package data, scorer/data/) and fleets.
 
 Helpers are handed to tests as fixtures (`node`, `fleet`, `context`), so no test imports this
 module (the suite runs with pytest's importlib import mode, as pyproject sets it).
@@ -6,13 +6,13 @@ module (the suite runs with pytest's importlib import mode, as pyproject sets it
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
 from scorer import (
+    GAVEL_CSV,
     ClusterState,
     CycleContext,
     JobSpec,
@@ -24,12 +24,6 @@ from scorer import (
 from scorer.outcome import model_vectors
 
 REPO = Path(__file__).resolve().parents[2]
-GAVEL = "gavel_isolated_throughputs.csv"
-
-
-def shared_data_dir() -> Path:
-    """GPUFLOW_SHARED_DATA, else <repo>/../shared/data."""
-    return Path(os.environ.get("GPUFLOW_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
 def make_node(
@@ -76,13 +70,7 @@ def make_context(
 
 @pytest.fixture(scope="session")
 def gavel_csv() -> Path:
-    path = shared_data_dir() / GAVEL
-    if not path.is_file():
-        pytest.fail(
-            f"Gavel throughputs not found at {path}: set GPUFLOW_SHARED_DATA to the folder "
-            f"holding {GAVEL} (see shared/data/README.md)"
-        )
-    return path
+    return GAVEL_CSV  # package data: always there
 
 
 @pytest.fixture(scope="session")
