@@ -34,6 +34,10 @@ _INT_FIELDS = (
     "memory_mib",
     "priority",
     "checkpoint_interval_s",
+    # communication shape (issue 13)
+    "grad_accum_steps",
+    "micro_batch_size",
+    "seq_len",
 )
 _FLOAT_FIELDS = ("params_b", "cost_speed_preference", "expected_duration_s", "budget_usd")
 _LIST_FIELDS = ("allowed_gpu_models", "allowed_regions")
@@ -118,9 +122,21 @@ def job_problems(job: Mapping[str, Any]) -> list[str]:
     for name in ("params_b", "min_gpu_memory_mib", "cpu_milli", "memory_mib"):
         if float(job.get(name) or 0) < 0:
             out.append(f"{name}: must be >= 0")
+    out.extend(_comm_problems(job))
     duration = job.get("expected_duration_s")
     if duration is not None and float(duration) <= 0:
         out.append("expected_duration_s: must be > 0")
+    return out
+
+
+def _comm_problems(job: Mapping[str, Any]) -> list[str]:
+    """The communication-shape fields (issue 13): what the network model reads."""
+    out = []
+    if int(job.get("grad_accum_steps", 1)) < 1:
+        out.append("grad_accum_steps: must be >= 1")
+    for name in ("micro_batch_size", "seq_len"):
+        if int(job.get(name, 0)) < 0:
+            out.append(f"{name}: must be >= 0 (0 = the model's default)")
     return out
 
 

@@ -82,6 +82,10 @@ class JobSpec:
     expected_duration_s: float | None = None
     reference_gpu_model: str | None = None
     total_steps: int | None = None
+    # -- communication shape (issue 13): what the network model needs; 0 = model default
+    grad_accum_steps: int = 1  # micro-batches per optimizer step (one all-reduce per step)
+    micro_batch_size: int = 0  # sequences per micro-batch per replica
+    seq_len: int = 0  # tokens per sequence
 
     def __post_init__(self) -> None:
         _freeze(self, "allowed_gpu_models", tuple(self.allowed_gpu_models))
@@ -95,6 +99,11 @@ class JobSpec:
             raise InvalidSpecError(f"job {self.job_id}: gpu_milli must be in 1..1000")
         if self.gpu_milli < 1000 and self.gpu_count != 1:
             raise InvalidSpecError(f"job {self.job_id}: a GPU share needs gpu_count 1")
+        if self.grad_accum_steps < 1 or self.micro_batch_size < 0 or self.seq_len < 0:
+            raise InvalidSpecError(
+                f"job {self.job_id}: grad_accum_steps must be >= 1, micro_batch_size and "
+                "seq_len >= 0"
+            )
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> JobSpec:
