@@ -101,7 +101,7 @@ def _fitted_minimums(cap: np.ndarray, paths: np.ndarray, d: np.ndarray, m: np.nd
     return m * scale
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(problems())
 def test_never_over_capacity_and_within_bounds(problem: tuple[np.ndarray, ...]) -> None:
     cap, paths, w, d, m = problem
@@ -112,7 +112,7 @@ def test_never_over_capacity_and_within_bounds(problem: tuple[np.ndarray, ...]) 
     assert (x >= _fitted_minimums(cap, paths, d, m) - TOL).all(), "a minimum was not kept"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(problems())
 def test_max_min_fair(problem: tuple[np.ndarray, ...]) -> None:
     """Every flow below its demand has a bottleneck: a saturated link of its path on which no
@@ -139,7 +139,7 @@ def test_max_min_fair(problem: tuple[np.ndarray, ...]) -> None:
         assert any(bottleneck(k) for k in saturated), f"flow {f} could gain from a larger share"
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(problems())
 def test_equal_split_never_over_capacity(problem: tuple[np.ndarray, ...]) -> None:
     cap, paths, *_ = problem
