@@ -23,6 +23,7 @@ __all__ = [
     "BrokerConfig",
     "Config",
     "KafkaConfig",
+    "NetworkConfig",
     "StoreConfig",
     "WorkerConfig",
     "load_config",
@@ -120,12 +121,29 @@ class WorkerConfig:
 
 
 @dataclass(frozen=True)
+class NetworkConfig:
+    """Inter-region links and bandwidth quotas (docs/network.md)."""
+
+    links_file: str = ""  # YAML: links with rtt_ms, capacity_gbps, cost_per_gb; else telemetry
+    policy: str = "elastic"  # quotas: elastic (water-filling by phase) | equal (static shares)
+    round_s: float = 0.5  # the bandwidth processor's decision round
+    quota_ttl_s: float = 30.0  # a quota expires unless re-issued
+    renew_before_s: float = 10.0
+    change_threshold: float = 0.1  # re-issue when a quota moves by more than this share...
+    change_floor_gbps: float = 0.05  # ...and by more than this
+    headroom: float = 0.05  # share of each link never granted
+    idle_share: float = 0.1  # a computing job's demand, as a share of its average need
+    cross_region_gangs: bool = False  # place gangs over several regions (single worker only)
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: Path = Path("gpuflow-data")
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
 
     @property
     def store_dsn(self) -> str:
@@ -256,7 +274,7 @@ def load_config(
 def config_env(config: Config) -> dict[str, str]:
     """GPUFLOW_* variables that reproduce `config` in a child process (e.g. the worker)."""
     env = {"GPUFLOW_DATA_DIR": str(config.data_dir.resolve())}
-    for section in ("kafka", "broker", "store", "worker"):
+    for section in ("kafka", "broker", "store", "worker", "network"):
         values = getattr(config, section)
         for f in dataclasses.fields(values):
             value = getattr(values, f.name)

@@ -16,6 +16,7 @@ from faust.exceptions import ConsumerNotStarted
 
 from infra.config import Config
 from infra.errors import ConfigError
+from infra.network import allocation_policy, hysteresis, network_view
 from infra.topics import (
     GRID_SIGNALS,
     JOBS_EVENTS,
@@ -28,6 +29,9 @@ from infra.topics import (
 from schemas import make_codec
 from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
 from scorer.errors import GpuflowError, UnknownPluginError
+from scorer.network import NetworkView
+from streams.bandwidth import BandwidthProcessor
+from streams.bandwidth_agents import register_bandwidth
 from streams.consumer_state import consumer_state
 from streams.history_process import HistoryProcess
 from streams.regions import RemoteRegions
@@ -106,15 +110,17 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         for name in ("reservations", "queue", "nodes")
     }
     state = ClusterState()
+    view = network_view(config.network)  # links: config, then LinkTelemetry
     scheduler = Scheduler(
         state,
-        _placer(config, state),
+        _placer(config, state, view),
         reservations=tables["reservations"],
         queue=tables["queue"],
         nodes=tables["nodes"],
         partitions=config.kafka.partitions,
         region_order=config.kafka.regions_pinned,
         view_ttl_s=config.worker.view_ttl_s,
+        cross_region=config.network.cross_region_gangs,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
     remote = RemoteRegions(config, codec)
@@ -128,6 +134,13 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     for table in tables.values():
         table.on_recover(_async(mark_dirty))
     _register_agents(app, rt, topics)
+    bandwidth = BandwidthProcessor(
+        view,
+        policy=allocation_policy(config.network),
+        hysteresis=hysteresis(config.network),
+        partition_of=config.kafka.partitioner(),
+    )
+    register_bandwidth(app, rt, topics, bandwidth)
     _register_timers(app, rt)
     _register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
@@ -201,10 +214,12 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                 rt.fleet.on_grid(record)
 
 
-def _placer(config: Config, state: ClusterState) -> Placer:
+def _placer(config: Config, state: ClusterState, network: NetworkView) -> Placer:
     """The configured placer preset over this worker's state."""
     try:
-        return make_placer(config.worker.policy, state, throughput=_throughput(config))
+        return make_placer(
+            config.worker.policy, state, throughput=_throughput(config), network=network
+        )
     except UnknownPluginError as exc:
         raise ConfigError(f"worker.policy: {exc}") from exc
 

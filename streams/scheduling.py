@@ -22,7 +22,9 @@ from typing import Any
 
 from infra.jobspec import job_problems
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
-from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank_regions
+from scorer import ClusterState, JobSpec, PlacementResult, Placer, ReservationError, rank_regions
+from scorer.network import job_flows
+from streams.bandwidth import flow_records, flows_from_records
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 
@@ -53,6 +55,7 @@ class Scheduler:
         region_order: Sequence[str] = (),
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
+        cross_region: bool = False,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -65,6 +68,10 @@ class Scheduler:
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
+        # gangs that fit no region may span the regions this worker holds (one worker only:
+        # a reservation lives in its anchor region's changelog); placed flows go to the view
+        self.cross_region = cross_region
+        self.network = placer.network
 
     # -- recovery -----------------------------------------------------------------------------
 
@@ -90,6 +97,7 @@ class Scheduler:
                 self.reservations[job_id] = {**entry, "released": True}
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
+                self._note_flows(job_id, entry.get("flows"))
         for job_id, decision in logged.items():
             if decision["outcome"] == "PLACED" and job_id not in self.reservations:
                 entry = {
@@ -189,7 +197,11 @@ class Scheduler:
         job_id, region = job["job_id"], routed["region"]
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
-        result = self.placer.place(job_spec(job), region)
+        spec = job_spec(job)
+        result = self.placer.place(spec, region)
+        if not result.placed and self.cross_region and spec.cross_region_ok and spec.gpu_count > 1:
+            wide = self.placer.place(spec, None)  # a gang over the regions this worker holds
+            result = wide if wide.placed else result
         if result.placed:
             placed = self._commit(routed, result, started_ns)
             if placed is not None:
@@ -221,6 +233,7 @@ class Scheduler:
             "assignments": record["assignments"],
             "gpu_model": record["gpu_model"],
             "released": False,
+            "flows": self._placed_flows(job_spec(job), result),
         }
         self.queue.pop(job_id, None)
         self.final.add(job_id)
@@ -339,6 +352,8 @@ class Scheduler:
             return []
         self.state.release(job_id)
         self.reservations[job_id] = {**entry, "released": True}
+        if self.network is not None:
+            self.network.note_released(job_id)
         return self.retry_queue(entry["region"])
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
@@ -375,6 +390,27 @@ class Scheduler:
         retry every region's queue. Re-planning passes hook in here."""
         regions = sorted({r["region"] for r in self.queue.values()})
         return [msg for region in regions for msg in self.retry_queue(region)]
+
+    # -- network ------------------------------------------------------------------------------
+
+    def _placed_flows(self, spec: JobSpec, result: PlacementResult) -> list[dict[str, Any]]:
+        """A placed job's cross-region flows, noted in the network view (for the placer's
+        link estimates and the bandwidth processor) and returned for the reservation table."""
+        if self.network is None:
+            return []
+        flows = job_flows(spec, self.state, result.assignments, self.network.settings)
+        self.network.note_placed(spec.job_id, flows)
+        return flow_records(flows)
+
+    def _note_flows(self, job_id: str, records: Any) -> None:
+        if self.network is not None and records:
+            self.network.note_placed(job_id, flows_from_records(records))
+
+    def running_flows(self) -> dict[str, Any]:
+        """Flows of the jobs the reservation table says still hold GPUs."""
+        if self.network is None:
+            return {}
+        return {j: self.network.flows(j) for j in self.state.jobs if self.network.flows(j)}
 
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)
