@@ -68,6 +68,7 @@ class BandwidthProcessor:
         self.partition_of = partition_of or (lambda region: 0)
         self.dirty = False
         self.rounds = 0
+        self.changed_in: dict[str, int] = {}  # job -> the last round that changed its quotas
         self.last: Allocation | None = None
 
     # -- inputs ------------------------------------------------------------------------------
@@ -123,6 +124,8 @@ class BandwidthProcessor:
         self.rounds += 1
         alloc = self.last = self.allocator.allocate()
         changes = self.ledger.decide(alloc.by_job_link, alloc.capacity_of(), now_ms, alloc.phase)
+        for c in changes:
+            self.changed_in[c.job_id] = self.rounds
         return [self._message(c, alloc, now_ms) for c in changes]
 
     def _message(self, c: QuotaChange, alloc: Allocation, now_ms: int) -> Outgoing:
@@ -152,7 +155,10 @@ class BandwidthProcessor:
         graph = self.view.graph
         return {
             "rounds": self.rounds,
-            "jobs": dict(self.allocator.phase),
+            "jobs": {
+                j: {"phase": p, "changed_in_round": self.changed_in.get(j)}
+                for j, p in self.allocator.phase.items()
+            },
             "links": {
                 lid: {
                     "rtt_ms": link.rtt_ms,

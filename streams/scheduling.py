@@ -201,7 +201,8 @@ class Scheduler:
         result = self.placer.place(spec, region)
         if not result.placed and self.cross_region and spec.cross_region_ok and spec.gpu_count > 1:
             wide = self.placer.place(spec, None)  # a gang over the regions this worker holds
-            result = wide if wide.placed else result
+            if wide.placed or (result.never_fits and not wide.never_fits):
+                result = wide  # placed, or: queue it, it fits once links or GPUs free
         if result.placed:
             placed = self._commit(routed, result, started_ns)
             if placed is not None:
