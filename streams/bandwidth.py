@@ -112,9 +112,8 @@ class BandwidthProcessor:
 
     def due(self, now_ms: int) -> bool:
         renew_ms = int(self.ledger.hysteresis.renew_before_s * 1000)
-        return self.dirty or any(
-            q.valid_until_ms - now_ms <= renew_ms for q in self.ledger.issued.values()
-        )
+        expiry = self.ledger.next_expiry_ms()
+        return self.dirty or (expiry is not None and expiry - now_ms <= renew_ms)
 
     def round(self, now_ms: int) -> list[Outgoing]:
         """Recompute if needed; the quota decisions to send (decreases first)."""
@@ -123,12 +122,15 @@ class BandwidthProcessor:
         self.dirty = False
         self.rounds += 1
         alloc = self.last = self.allocator.allocate()
-        changes = self.ledger.decide(alloc.by_job_link, alloc.capacity_of(), now_ms, alloc.phase)
+        changes = self.ledger.decide_arrays(alloc, now_ms)
+        capacity = alloc.capacity_of() if changes else {}
         for c in changes:
             self.changed_in[c.job_id] = self.rounds
-        return [self._message(c, alloc, now_ms) for c in changes]
+        return [self._message(c, alloc, capacity, now_ms) for c in changes]
 
-    def _message(self, c: QuotaChange, alloc: Allocation, now_ms: int) -> Outgoing:
+    def _message(
+        self, c: QuotaChange, alloc: Allocation, capacity: Mapping[str, float], now_ms: int
+    ) -> Outgoing:
         src, _, dst = c.link_id.partition(">")
         record = {
             "event_id": new_event_id(),
@@ -141,9 +143,9 @@ class BandwidthProcessor:
             "src_region": src,
             "dst_region": dst,
             "tenant": alloc.tenant.get(c.job_id, ""),
-            "demand_gbps": _finite(alloc.demand.get((c.job_id, c.link_id), 0.0)),
+            "demand_gbps": _finite(c.demand_gbps),
             "weight": float(alloc.weight.get(c.job_id, 1.0)),
-            "capacity_gbps": float(alloc.capacity_of().get(c.link_id, 0.0)),
+            "capacity_gbps": float(capacity.get(c.link_id, 0.0)),
             "reason": c.reason,
         }
         return outgoing(DECISIONS_BANDWIDTH, c.job_id, record, region=None,

@@ -26,7 +26,7 @@ import numpy as np
 
 from scorer.network.errors import NetworkError
 from scorer.network.links import LinkGraph
-from scorer.network.waterfill import equal_split, link_loads, waterfill
+from scorer.network.waterfill import equal_split, waterfill
 
 __all__ = ["MODES", "PHASES", "Allocation", "AllocationPolicy", "BandwidthAllocator", "Flow"]
 
@@ -66,18 +66,39 @@ class AllocationPolicy:
             raise NetworkError(f"allocation mode {self.mode!r} is not one of {MODES}")
 
 
+KEY_SHIFT = 20  # key = job index << KEY_SHIFT | link index
+
+
 @dataclass(frozen=True)
 class Allocation:
-    """Rates per flow slot and their sums per (job, link) and per link."""
+    """Rates summed per (job, link) as parallel arrays, sorted by key; loads per link."""
 
     link_ids: tuple[str, ...]
     capacity: np.ndarray  # allocatable per link
     load: np.ndarray  # granted per link
-    by_job_link: Mapping[tuple[str, str], float] = field(default_factory=dict)
-    phase: Mapping[str, str] = field(default_factory=dict)
-    demand: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    keys: np.ndarray  # int64: job index << KEY_SHIFT | link index
+    gbps: np.ndarray
+    demand: np.ndarray  # what the flows asked for in their phase
+    comm: np.ndarray  # bool: the job is communicating
+    job_names: Sequence[str] = field(default_factory=list)  # job index -> job id
     weight: Mapping[str, float] = field(default_factory=dict)
     tenant: Mapping[str, str] = field(default_factory=dict)
+
+    def label(self, key: int) -> tuple[str, str]:
+        return self.job_names[key >> KEY_SHIFT], self.link_ids[key & ((1 << KEY_SHIFT) - 1)]
+
+    @property
+    def by_job_link(self) -> dict[tuple[str, str], float]:
+        return {
+            self.label(k): g for k, g in zip(self.keys.tolist(), self.gbps.tolist(), strict=True)
+        }
+
+    @property
+    def phase(self) -> dict[str, str]:
+        out = {}
+        for k, c in zip(self.keys.tolist(), self.comm.tolist(), strict=True):
+            out[self.job_names[k >> KEY_SHIFT]] = "COMM" if c else "COMPUTE"
+        return out
 
     def capacity_of(self) -> dict[str, float]:
         return dict(zip(self.link_ids, self.capacity.tolist(), strict=True))
@@ -99,6 +120,8 @@ class BandwidthAllocator:
         self._comm = np.zeros(n, bool)
         self._active = np.zeros(n, bool)
         self._paths = np.full((n, _MAX_HOPS), -1, np.int64)
+        self._job = np.zeros(n, np.int64)  # job index of each slot
+        self._job_names: list[str] = []  # job index -> id (a restarted job gets a new index)
         self._ids: list[str] = []
         self._index: dict[str, int] = {}
         self._version = -1
@@ -113,6 +136,8 @@ class BandwidthAllocator:
         self.phase[job_id] = phase
         slots = [self._slot() for _ in flows]
         self._slots[job_id] = slots
+        self._job_names.append(job_id)
+        self._job[slots] = len(self._job_names) - 1
         for slot, f in zip(slots, flows, strict=True):
             self.flows[slot] = f
             self._w[slot], self._peak[slot] = f.weight, f.peak_gbps
@@ -171,6 +196,7 @@ class BandwidthAllocator:
         self._need, self._min = grown(self._need, 0.0), grown(self._min, 0.0)
         self._comm, self._active = grown(self._comm, False), grown(self._active, False)
         self._paths = grown(self._paths, -1)
+        self._job = grown(self._job, 0)
 
     # ---- paths -----------------------------------------------------------------------------
     def _link_index(self, lid: str) -> int:
@@ -226,24 +252,49 @@ class BandwidthAllocator:
         """Rates now, summed per (job, link): what the quotas should say."""
         slots, rates, cap = self.rates()
         paths = self._paths[slots]
-        load = link_loads(rates, paths, cap.shape[0]) if slots.size else np.zeros(cap.shape[0])
+        flow, hop = np.nonzero(paths >= 0)
+        link = paths[flow, hop]
         demand = self.demand(slots) if slots.size else np.zeros(0)
-        by_job_link: dict[tuple[str, str], float] = {}
-        wanted: dict[tuple[str, str], float] = {}
-        flows = self.flows
-        ids = self._ids
-        for slot, rate, want, row in zip(
-            slots.tolist(), rates.tolist(), demand.tolist(), paths.tolist(), strict=True
-        ):
-            job = flows[slot].job_id  # type: ignore[union-attr]
-            for idx in row:
-                if idx < 0:
-                    break
-                key = (job, ids[idx])
-                by_job_link[key] = by_job_link.get(key, 0.0) + rate
-                wanted[key] = wanted.get(key, 0.0) + want
-        weights = {j: max(f.weight for f in self.flows_of(j)) for j in self._slots}
-        tenants = {j: fl[0].tenant for j in self._slots if (fl := self.flows_of(j))}
+        keys, where = np.unique((self._job[slots][flow] << KEY_SHIFT) | link, return_inverse=True)
+        first = np.zeros(keys.shape[0], np.int64)
+        first[where] = flow  # any flow of the key: a job's flows share its phase
         return Allocation(
-            tuple(ids), cap, load, by_job_link, dict(self.phase), wanted, weights, tenants
+            link_ids=tuple(self._ids),
+            capacity=cap,
+            load=np.bincount(link, weights=rates[flow], minlength=cap.shape[0]),
+            keys=keys.astype(np.int64),
+            gbps=np.bincount(where, weights=rates[flow], minlength=keys.shape[0]),
+            demand=np.bincount(where, weights=demand[flow], minlength=keys.shape[0]),
+            comm=self._comm[slots][first],
+            job_names=self._job_names,
+            weight=_LazyWeights(self),
+            tenant=_LazyTenants(self),
         )
+
+    def weight_of(self, job_id: str) -> float:
+        return max((f.weight for f in self.flows_of(job_id)), default=1.0)
+
+    def tenant_of(self, job_id: str) -> str:
+        flows = self.flows_of(job_id)
+        return flows[0].tenant if flows else ""
+
+
+class _LazyWeights(Mapping[str, float]):
+    """Per-job figures looked up only for the jobs whose quotas are emitted."""
+
+    def __init__(self, allocator: BandwidthAllocator) -> None:
+        self._a = allocator
+
+    def __getitem__(self, job_id: str) -> float:
+        return self._a.weight_of(job_id)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._a.jobs())
+
+    def __len__(self) -> int:
+        return len(self._a.phase)
+
+
+class _LazyTenants(_LazyWeights):
+    def __getitem__(self, job_id: str) -> str:  # type: ignore[override]
+        return self._a.tenant_of(job_id)

@@ -117,82 +117,121 @@ def _fill(
     routed: np.ndarray,
 ) -> None:
     """Progressive filling in place: x gets the rates of the routed flows."""
-    n_links = cap.shape[0]
-    # two breakpoints per (flow, link) entry: activation at m/w, satiation at d/w
-    ev_flow = np.concatenate([flow, flow])
-    ev_link = np.concatenate([link, link])
-    ev_t = np.concatenate([m[flow] / w[flow], d[flow] / w[flow]])
-    ev_ds = np.concatenate([w[flow], -w[flow]])
-    ev_dc = np.concatenate([-m[flow], d[flow]])
-    order = np.lexsort((ev_t, ev_link))
-    ev_flow, ev_link, ev_t = ev_flow[order], ev_link[order], ev_t[order]
-    ev_ds, ev_dc = ev_ds[order], ev_dc[order]
-    starts = np.flatnonzero(np.r_[True, ev_link[1:] != ev_link[:-1]])
-    seg_link = ev_link[starts]
-    seg_of = np.repeat(np.arange(starts.shape[0]), np.diff(np.r_[starts, ev_link.shape[0]]))
-    cap_ev = cap[ev_link]
-    base = np.zeros(n_links)  # load of frozen flows
+    events = _Events(cap, flow, link, w, m, d)
     frozen = ~routed
     level = 0.0
+    sat = np.full(cap.shape[0], np.inf)
+    busy = np.flatnonzero(events.length > 0)
+    sat[busy] = events.levels(busy, frozen, level)
     while True:
-        live = ~frozen[ev_flow]
-        if not live.any():
-            return
-        ds, dc = np.where(live, ev_ds, 0.0), np.where(live, ev_dc, 0.0)
-        mins = np.bincount(ev_link, weights=np.where(live & (ev_ds > 0), m[ev_flow], 0.0),
-                           minlength=n_links)  # fmt: skip
-        slope = _segmented_cumsum(ds, starts, seg_of)
-        const = _segmented_cumsum(dc, starts, seg_of) + (base + mins)[ev_link]
-        load = const + slope * ev_t
-        over = live & (load >= cap_ev * (1 - _REL) - _REL)
-        sat_level = _saturation_levels(over, slope, const, ev_t, cap_ev, starts, seg_of, level)
-        has_live = np.bincount(seg_of, weights=live, minlength=starts.shape[0]) > 0
-        sat_level = np.where(has_live, sat_level, np.inf)
-        t_star = float(sat_level.min(initial=np.inf))
+        t_star = float(sat.min(initial=np.inf))
         if not np.isfinite(t_star):
-            open_flows = np.unique(ev_flow[live])
+            open_flows = np.flatnonzero(~frozen)
             x[open_flows] = d[open_flows]
             return
         level = max(level, t_star)
-        hit = seg_link[sat_level <= level * (1 + 1e-9) + _REL]
-        on_hit = np.isin(ev_link, hit) & live
-        newly = np.unique(ev_flow[on_hit])
+        hit = np.flatnonzero(sat <= level * (1 + 1e-9) + _REL)
+        sat[hit] = np.inf
+        on_hit = events.flow[events.gather(hit)]
+        newly = np.unique(on_hit[~frozen[on_hit]])
         x[newly] = np.clip(w[newly] * level, m[newly], d[newly])
         frozen[newly] = True
-        base += np.bincount(link, weights=np.where(np.isin(flow, newly), x[flow], 0.0),
-                            minlength=n_links)  # fmt: skip
+        touched = events.freeze(newly, x)  # their rates now load every link they cross
+        affected = touched[np.isfinite(sat[touched])]
+        if affected.size:
+            sat[affected] = events.levels(affected, frozen, level)
+
+
+class _Events:
+    """Breakpoints of every link's load function, sorted by link then level.
+
+    Each (flow, link) entry contributes m until level m/w, w x level until d/w, then d; so
+    two events per entry change the slope (+w, -w) and the constant (-m, +d)."""
+
+    def __init__(
+        self,
+        cap: np.ndarray,
+        flow: np.ndarray,
+        link: np.ndarray,
+        w: np.ndarray,
+        m: np.ndarray,
+        d: np.ndarray,
+    ) -> None:
+        n_links = cap.shape[0]
+        ev_flow = np.concatenate([flow, flow])
+        ev_link = np.concatenate([link, link])
+        ev_t = np.concatenate([m[flow] / w[flow], d[flow] / w[flow]])
+        order = np.lexsort((ev_t, ev_link))
+        self.flow, self.link, self.t = ev_flow[order], ev_link[order], ev_t[order]
+        self.ds = np.concatenate([w[flow], -w[flow]])[order]
+        self.dc = np.concatenate([-m[flow], d[flow]])[order]
+        self.min_at = np.where(self.ds > 0, m[self.flow], 0.0)  # activation events carry m
+        self.start = np.searchsorted(self.link, np.arange(n_links), "left")
+        self.length = np.searchsorted(self.link, np.arange(n_links), "right") - self.start
+        self.cap = cap
+        self.base = np.zeros(n_links)  # load of frozen flows
+        by_flow = np.argsort(flow, kind="stable")  # entries by flow: the links a flow crosses
+        self.entry_flow, self.entry_link = flow[by_flow], link[by_flow]
+        n_flows = w.shape[0]
+        self.f_start = np.searchsorted(self.entry_flow, np.arange(n_flows), "left")
+        self.f_len = np.searchsorted(self.entry_flow, np.arange(n_flows), "right") - self.f_start
+
+    def gather(self, links: np.ndarray) -> np.ndarray:
+        """Event positions of `links` (each link's events are contiguous)."""
+        return _ranges(self.start[links], self.length[links])
+
+    def freeze(self, flows: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Add frozen flows' rates to their links' base load; the links touched."""
+        pos = _ranges(self.f_start[flows], self.f_len[flows])
+        touched = self.entry_link[pos]
+        np.add.at(self.base, touched, x[self.entry_flow[pos]])
+        return np.unique(touched)
+
+    def levels(self, links: np.ndarray, frozen: np.ndarray, level: float) -> np.ndarray:
+        """Per link in `links`: the level at which its load reaches capacity (inf: never)."""
+        lengths = self.length[links]
+        pos = _ranges(self.start[links], lengths)
+        seg = np.repeat(np.arange(links.shape[0]), lengths)
+        seg_start = np.cumsum(lengths) - lengths
+        live = ~frozen[self.flow[pos]]
+        ds, dc = np.where(live, self.ds[pos], 0.0), np.where(live, self.dc[pos], 0.0)
+        mins = np.bincount(seg, weights=np.where(live, self.min_at[pos], 0.0),
+                           minlength=links.shape[0])  # fmt: skip
+        slope = _segmented_cumsum(ds, seg_start, seg)
+        const = _segmented_cumsum(dc, seg_start, seg) + (self.base[links] + mins)[seg]
+        t = self.t[pos]
+        cap = self.cap[links][seg]
+        over = live & (const + slope * t >= cap * (1 - _REL) - _REL)
+        out = np.full(links.shape[0], np.inf)
+        idx = np.flatnonzero(over)
+        if not idx.size:
+            return out
+        first = np.r_[True, seg[idx][1:] != seg[idx][:-1]]
+        segs, k1 = seg[idx][first], idx[first]
+        at_start = k1 == seg_start[segs]
+        k0 = np.where(at_start, k1, k1 - 1)
+        s0 = slope[k0]
+        crossing = np.where(
+            at_start | (s0 <= 0),
+            np.where(at_start, level, t[k0]),
+            (cap[k0] - const[k0]) / np.where(s0 > 0, s0, 1.0),
+        )
+        out[segs] = np.maximum(np.minimum(crossing, t[k1]), level)
+        return out
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated aranges [start, start + length) for each pair."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(total)
 
 
 def _segmented_cumsum(values: np.ndarray, starts: np.ndarray, seg_of: np.ndarray) -> np.ndarray:
+    if not values.size:
+        return values
     total = np.cumsum(values)
     before = total[starts] - values[starts]
     return total - before[seg_of]
-
-
-def _saturation_levels(
-    over: np.ndarray,
-    slope: np.ndarray,
-    const: np.ndarray,
-    ev_t: np.ndarray,
-    cap_ev: np.ndarray,
-    starts: np.ndarray,
-    seg_of: np.ndarray,
-    level: float,
-) -> np.ndarray:
-    """Per link segment: the level at which its load first reaches capacity (inf: never)."""
-    out = np.full(starts.shape[0], np.inf)
-    idx = np.flatnonzero(over)
-    if not idx.size:
-        return out
-    segs, first = np.unique(seg_of[idx], return_index=True)
-    k1 = idx[first]
-    at_start = k1 == starts[segs]
-    k0 = np.where(at_start, k1, k1 - 1)
-    s0 = slope[k0]
-    crossing = np.where(
-        at_start | (s0 <= 0),
-        np.where(at_start, level, ev_t[k0]),
-        (cap_ev[k0] - const[k0]) / np.where(s0 > 0, s0, 1.0),
-    )
-    out[segs] = np.maximum(np.minimum(crossing, ev_t[k1]), level)
-    return out
