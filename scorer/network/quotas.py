@@ -99,7 +99,7 @@ class QuotaLedger:
         reason[forced] = 3
         in_force[forced] = gbps[forced]
         until = np.where(reason >= 0, now_ms + int(h.ttl_s * 1000), until_old)
-        gone = ~np.isin(self._keys, keys)
+        gone = ~_match(keys, self._keys)[0]  # in force, no longer wanted
         out = self._changes(alloc, keys, gbps, old, reason, now_ms + int(h.ttl_s * 1000))
         out += self._revocations(gone, now_ms)
         for k in keys[reason == 0].tolist():
@@ -116,23 +116,31 @@ class QuotaLedger:
         reason: np.ndarray,
         until: int,
     ) -> list[QuotaChange]:
-        out = []
-        for i in np.flatnonzero(reason >= 0).tolist():
-            job, link = alloc.label(int(keys[i]))
-            code = int(reason[i])
-            out.append(
-                QuotaChange(
-                    job,
-                    link,
-                    float(gbps[i]),
-                    until,
-                    "COMM" if alloc.comm[i] else "COMPUTE",
-                    REASONS[code],
-                    None if code == 0 else float(old[i]),
-                    float(alloc.demand[i]),
-                )
+        idx = np.flatnonzero(reason >= 0)
+        names, link_ids = alloc.job_names, alloc.link_ids
+        rows = zip(
+            (keys[idx] >> KEY_SHIFT).tolist(),
+            (keys[idx] & _LINK_MASK).tolist(),
+            gbps[idx].tolist(),
+            alloc.comm[idx].tolist(),
+            reason[idx].tolist(),
+            old[idx].tolist(),
+            alloc.demand[idx].tolist(),
+            strict=True,
+        )
+        return [
+            QuotaChange(
+                names[j],
+                link_ids[lk],
+                g,
+                until,
+                "COMM" if c else "COMPUTE",
+                REASONS[r],
+                None if r == 0 else o,
+                dm,
             )
-        return out
+            for j, lk, g, c, r, o, dm in rows
+        ]
 
     def _revocations(self, gone: np.ndarray, now_ms: int) -> list[QuotaChange]:
         out = []

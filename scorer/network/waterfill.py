@@ -124,18 +124,11 @@ def _fill(
     busy = np.flatnonzero(events.length > 0)
     sat[busy] = events.levels(busy, frozen, level)
     while True:
-        t_star = float(sat.min(initial=np.inf))
-        if not np.isfinite(t_star):
+        if not np.isfinite(sat.min(initial=np.inf)):
             open_flows = np.flatnonzero(~frozen)
             x[open_flows] = d[open_flows]
             return
-        level = max(level, t_star)
-        hit = np.flatnonzero(sat <= level * (1 + 1e-9) + _REL)
-        sat[hit] = np.inf
-        on_hit = events.flow[events.gather(hit)]
-        newly = np.unique(on_hit[~frozen[on_hit]])
-        x[newly] = np.clip(w[newly] * level, m[newly], d[newly])
-        frozen[newly] = True
+        newly, level = events.saturate(sat, frozen, x, level)
         touched = events.freeze(newly, x)  # their rates now load every link they cross
         affected = touched[np.isfinite(sat[touched])]
         if affected.size:
@@ -161,31 +154,58 @@ class _Events:
         ev_flow = np.concatenate([flow, flow])
         ev_link = np.concatenate([link, link])
         ev_t = np.concatenate([m[flow] / w[flow], d[flow] / w[flow]])
-        order = np.lexsort((ev_t, ev_link))
+        # one float key sorts by link, then level (levels scaled into [0, 0.5)): one argsort
+        scale = 2.0 * float(ev_t.max(initial=0.0)) + 1.0
+        order = np.argsort(ev_link + ev_t / scale, kind="stable")
         self.flow, self.link, self.t = ev_flow[order], ev_link[order], ev_t[order]
         self.ds = np.concatenate([w[flow], -w[flow]])[order]
         self.dc = np.concatenate([-m[flow], d[flow]])[order]
         self.min_at = np.where(self.ds > 0, m[self.flow], 0.0)  # activation events carry m
-        self.start = np.searchsorted(self.link, np.arange(n_links), "left")
-        self.length = np.searchsorted(self.link, np.arange(n_links), "right") - self.start
+        self.length = np.bincount(self.link, minlength=n_links)
+        self.start = np.cumsum(self.length) - self.length
         self.cap = cap
+        self.w, self.m, self.d = w, m, d
         self.base = np.zeros(n_links)  # load of frozen flows
-        by_flow = np.argsort(flow, kind="stable")  # entries by flow: the links a flow crosses
-        self.entry_flow, self.entry_link = flow[by_flow], link[by_flow]
-        n_flows = w.shape[0]
-        self.f_start = np.searchsorted(self.entry_flow, np.arange(n_flows), "left")
-        self.f_len = np.searchsorted(self.entry_flow, np.arange(n_flows), "right") - self.f_start
+        # entries come from np.nonzero over (flow, hop): already grouped by flow
+        self.entry_flow, self.entry_link = flow, link
+        self.f_len = np.bincount(flow, minlength=w.shape[0])
+        self.f_start = np.cumsum(self.f_len) - self.f_len
+        self.shares = _sharing(flow, link, n_links)
 
     def gather(self, links: np.ndarray) -> np.ndarray:
         """Event positions of `links` (each link's events are contiguous)."""
         return _ranges(self.start[links], self.length[links])
 
+    def saturate(
+        self, sat: np.ndarray, frozen: np.ndarray, x: np.ndarray, level: float
+    ) -> tuple[np.ndarray, float]:
+        """Freeze the lowest saturating link, and with it every link of higher level that
+        shares no flow with a link before it (frozen or not): nothing below its level can
+        change its load, so its level is exact. Returns the flows frozen and the new level."""
+        order = np.argsort(sat, kind="stable")
+        before = np.zeros(sat.shape[0], bool)  # links looked at in this pass
+        newly: list[np.ndarray] = []
+        for lk in order.tolist():
+            t = float(sat[lk])
+            if not np.isfinite(t):
+                break
+            if not newly or not self.shares[lk, before].any():
+                level = max(level, t) if not newly else level
+                flows = self.flow[self.start[lk] : self.start[lk] + self.length[lk]]
+                live = flows[~frozen[flows]]
+                x[live] = np.clip(self.w[live] * max(t, level), self.m[live], self.d[live])
+                frozen[live] = True
+                sat[lk] = np.inf
+                newly.append(live)
+            before[lk] = True
+        return np.flatnonzero(_mask(np.concatenate(newly), frozen.shape[0])), level
+
     def freeze(self, flows: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Add frozen flows' rates to their links' base load; the links touched."""
         pos = _ranges(self.f_start[flows], self.f_len[flows])
         touched = self.entry_link[pos]
-        np.add.at(self.base, touched, x[self.entry_flow[pos]])
-        return np.unique(touched)
+        self.base += np.bincount(touched, weights=x[self.entry_flow[pos]], minlength=self.base.size)
+        return np.flatnonzero(_mask(touched, self.base.shape[0]))
 
     def levels(self, links: np.ndarray, frozen: np.ndarray, level: float) -> np.ndarray:
         """Per link in `links`: the level at which its load reaches capacity (inf: never)."""
@@ -218,6 +238,27 @@ class _Events:
         )
         out[segs] = np.maximum(np.minimum(crossing, t[k1]), level)
         return out
+
+
+def _mask(idx: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, bool)
+    out[idx] = True
+    return out
+
+
+def _sharing(flow: np.ndarray, link: np.ndarray, n_links: int) -> np.ndarray:
+    """(links x links) True where some flow crosses both (entries grouped by flow)."""
+    shares = np.zeros((n_links, n_links), bool)
+    for gap in range(1, 8):  # paths are short: pair each entry with the next few of its flow
+        if gap >= flow.shape[0]:
+            break
+        same = flow[:-gap] == flow[gap:]
+        if not same.any():
+            break
+        a, b = link[:-gap][same], link[gap:][same]
+        shares[a, b] = True
+        shares[b, a] = True
+    return shares
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
