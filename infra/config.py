@@ -132,7 +132,7 @@ class NetworkConfig:
     change_threshold: float = 0.1  # re-issue when a quota moves by more than this share...
     change_floor_gbps: float = 0.05  # ...and by more than this
     headroom: float = 0.05  # share of each link never granted
-    idle_share: float = 0.1  # a computing job's demand, as a share of its average need
+    idle_gbps: float = 0.1  # what a computing job keeps of a link (no all-reduce running)
     cross_region_gangs: bool = False  # place gangs over several regions (single worker only)
 
 

@@ -82,7 +82,7 @@ def network_view(config: NetworkConfig) -> NetworkView:
 
 def allocation_policy(config: NetworkConfig) -> AllocationPolicy:
     try:
-        return AllocationPolicy(mode=config.policy, idle_share=config.idle_share)
+        return AllocationPolicy(mode=config.policy, idle_gbps=config.idle_gbps)
     except NetworkError as exc:
         raise ConfigError(f"network.policy: {exc}") from exc
 

@@ -83,6 +83,7 @@ def load_links(path: str | Path) -> tuple[Link, ...]:
 class NetworkTwinConfig:
     mode: str = "elastic"  # elastic | equal
     round_s: float = 0.5  # the bandwidth processor's decision round
+    idle_gbps: float = 0.1  # a computing job's quota demand
     hysteresis: Hysteresis = field(default_factory=Hysteresis)
     assumptions: CommAssumptions = field(default_factory=CommAssumptions)
     steps: int = 12  # measured steps per job (after `warmup`)
@@ -117,7 +118,7 @@ class TwinNetwork:
         self.node_gpus = dict(node_gpus)
         self.catalog = catalog
         self.config = config or NetworkTwinConfig()
-        self.policy = AllocationPolicy(self.config.mode, self.config.assumptions.idle_share)
+        self.policy = AllocationPolicy(self.config.mode, self.config.idle_gbps)
         self.factors: dict[str, float] = {}
         self.sims = 0
 

@@ -7,7 +7,7 @@ Policies (`AllocationPolicy.mode`):
 
 - `elastic` (gpuflow): weighted max-min water-filling (`waterfill`) where a flow's demand
   follows its job's phase: while communicating (COMM) it may use up to `peak_gbps` (its nodes'
-  NICs); while computing (COMPUTE) it asks only max(minimum, idle_share x need), so it releases
+  NICs); while computing (COMPUTE) it asks only max(minimum, idle_gbps), so it releases
   most of its share to the flows that are communicating, and takes it back on its next COMM.
   Weights come from priority; latency-sensitive flows get `min_gbps` guaranteed.
 - `equal` (the network-blind baseline): each link split equally among the flows on it, whatever
@@ -59,7 +59,7 @@ class Flow:
 @dataclass(frozen=True)
 class AllocationPolicy:
     mode: str = "elastic"
-    idle_share: float = 0.1  # compute-phase demand as a share of the flow's average need
+    idle_gbps: float = 0.1  # what a computing job keeps: control traffic, no all-reduce
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -242,7 +242,7 @@ class BandwidthAllocator:
 
     def demand(self, slots: np.ndarray) -> np.ndarray:
         """Elastic demand by phase: peak while communicating, a trickle while computing."""
-        idle = np.maximum(self._min[slots], self.policy.idle_share * self._need[slots])
+        idle = np.maximum(self._min[slots], self.policy.idle_gbps)
         return np.where(self._comm[slots], self._peak[slots], np.minimum(idle, self._peak[slots]))
 
     def _allocatable(self, lid: str) -> float:

@@ -43,7 +43,6 @@ class CommAssumptions:
     overlap_share: float = 2.0 / 3.0  # of one micro-batch's compute that hides the all-reduce
     fabric_gbps: float = 200.0  # per node, inside a region (NIC / InfiniBand / RoCE)
     fabric_latency_ms: float = 0.01
-    idle_share: float = 0.1  # compute-phase demand, as a share of the job's average need
 
 
 @dataclass(frozen=True)

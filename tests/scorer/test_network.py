@@ -136,7 +136,7 @@ def test_unmodelled_jobs_have_no_demand(job: JobSpec) -> None:
 
 
 def _flows(graph: LinkGraph, mode: str) -> BandwidthAllocator:
-    alloc = BandwidthAllocator(graph, AllocationPolicy(mode=mode, idle_share=0.1))
+    alloc = BandwidthAllocator(graph, AllocationPolicy(mode=mode, idle_gbps=0.1))
     alloc.set_job("x", [Flow("x", "a", "b", need_gbps=2.0)], "COMM")
     alloc.set_job("y", [Flow("y", "a", "b", need_gbps=2.0)], "COMM")
     return alloc
@@ -150,9 +150,9 @@ def test_elastic_follows_phases_equal_does_not() -> None:
         assert got[("x", "a>b")] == pytest.approx(9.5) and got[("y", "a>b")] == pytest.approx(9.5)
     elastic.set_phase("x", "COMPUTE")
     equal.set_phase("x", "COMPUTE")
-    # x computing asks 0.1 x 2 = 0.2; y may take 19 - 0.2 = 18.8
+    # x computing asks 0.1 (idle_gbps); y may take 19 - 0.1 = 18.9
     got = elastic.allocate().by_job_link
-    assert got[("x", "a>b")] == pytest.approx(0.2) and got[("y", "a>b")] == pytest.approx(18.8)
+    assert got[("x", "a>b")] == pytest.approx(0.1) and got[("y", "a>b")] == pytest.approx(18.9)
     got = equal.allocate().by_job_link  # the baseline: still 9.5 each
     assert got[("y", "a>b")] == pytest.approx(9.5)
 

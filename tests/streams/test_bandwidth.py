@@ -37,15 +37,15 @@ def test_started_phase_finished() -> None:
     assert _quotas(p.round(T0)) == {(j, lk): 9.5 for j in "xy" for lk in ("a>b", "b>a")}
     assert p.round(T0 + 500) == []  # nothing changed: nothing re-issued
     p.on_job_event(_event("x", "PHASE", "COMPUTE"))
-    # x asks 0.1 x 4 = 0.4; y takes 19 - 0.4 = 18.6
+    # x computing keeps 0.1 (idle_gbps); y takes 19 - 0.1 = 18.9
     out = p.round(T0 + 1000)
-    assert _quotas(out) == {("x", "a>b"): 0.4, ("x", "b>a"): 0.4, ("y", "a>b"): 18.6,
-                            ("y", "b>a"): 18.6}  # fmt: skip
+    assert _quotas(out) == {("x", "a>b"): 0.1, ("x", "b>a"): 0.1, ("y", "a>b"): 18.9,
+                            ("y", "b>a"): 18.9}  # fmt: skip
     assert [m.record["job_id"] for m in out][:2] == ["x", "x"]  # decreases first
     record = out[0].record
     assert record["phase"] == "COMPUTE" and record["tenant"] == "t" and record["src_region"]
     p.on_job_event(_event("x", "FINISHED"))
-    # x revoked; y could take 19 but 18.6 -> 19 is within 10 %: held, no churn
+    # x revoked; y could take 19 but 18.9 -> 19 is within 10 %: held, no churn
     assert _quotas(p.round(T0 + 2000)) == {("x", "a>b"): 0.0, ("x", "b>a"): 0.0}
 
 
