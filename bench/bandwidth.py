@@ -209,7 +209,8 @@ def replay(trace: Any, variant: str) -> dict[str, Any]:
         "avg_jct_h": float(np.mean(jct)) / 3600,
         "p50_jct_h": float(np.percentile(jct, 50)) / 3600,
         "p99_jct_h": float(np.percentile(jct, 99)) / 3600,
-        "avg_wait_h": float(np.mean([r.first_start_s - r.submit_s for r in runs])) / 3600,
+        "avg_wait_h": float(np.mean([(r.first_start_s or r.submit_s) - r.submit_s for r in runs]))
+        / 3600,
         "completed": len(jct),
         "jobs": len(runs),
         "cross_region_placements": len(crossed),

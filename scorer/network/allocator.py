@@ -19,8 +19,9 @@ paths are looked up again only when the graph changed materially.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from scorer.network.waterfill import equal_split, waterfill
 
 __all__ = ["MODES", "PHASES", "Allocation", "AllocationPolicy", "BandwidthAllocator", "Flow"]
 
+_V = TypeVar("_V")
 PHASES = ("COMPUTE", "COMM")
 MODES = ("elastic", "equal")
 _MAX_HOPS = 6
@@ -267,8 +269,8 @@ class BandwidthAllocator:
             demand=np.bincount(where, weights=demand[flow], minlength=keys.shape[0]),
             comm=self._comm[slots][first],
             job_names=self._job_names,
-            weight=_LazyWeights(self),
-            tenant=_LazyTenants(self),
+            weight=_PerJob(self, self.weight_of),
+            tenant=_PerJob(self, self.tenant_of),
         )
 
     def weight_of(self, job_id: str) -> float:
@@ -279,22 +281,18 @@ class BandwidthAllocator:
         return flows[0].tenant if flows else ""
 
 
-class _LazyWeights(Mapping[str, float]):
+class _PerJob(Mapping[str, _V]):
     """Per-job figures looked up only for the jobs whose quotas are emitted."""
 
-    def __init__(self, allocator: BandwidthAllocator) -> None:
+    def __init__(self, allocator: BandwidthAllocator, get: Callable[[str], _V]) -> None:
         self._a = allocator
+        self._get = get
 
-    def __getitem__(self, job_id: str) -> float:
-        return self._a.weight_of(job_id)
+    def __getitem__(self, job_id: str) -> _V:
+        return self._get(job_id)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self._a.jobs())
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._a.jobs()))
 
     def __len__(self) -> int:
         return len(self._a.phase)
-
-
-class _LazyTenants(_LazyWeights):
-    def __getitem__(self, job_id: str) -> str:  # type: ignore[override]
-        return self._a.tenant_of(job_id)

@@ -92,7 +92,8 @@ def test_a_shared_link_slows_a_running_job_and_gives_back_when_freed() -> None:
     alone_rate = 10 * 3600 / alone_end
     assert twin.progress("x", 3600.0) == pytest.approx(3600 * alone_rate)
     first = twin.pop_finish()
-    assert first.job.job_id == "x" and first.end_s == pytest.approx(shared_end)
+    assert first.job.job_id == "x" and first.end_s is not None
+    assert first.end_s == pytest.approx(shared_end)
     assert first.done == pytest.approx(run.job.duration_s)
     # with x gone, y runs alone again: its remaining work at the alone rate
     left = 10 * 3600 - twin.progress("y", first.end_s)

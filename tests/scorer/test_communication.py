@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scorer import ClusterState, JobSpec, NodeSpec, Placer, make_placer
+from scorer import ClusterState, JobSpec, NodeSpec, PlacementResult, Placer, make_placer
 from scorer.filters.communication import CommunicationFilter
 from scorer.network import Link, LinkGraph, NetworkView, job_flows
 from scorer.scores.communication import comm_score
@@ -38,7 +38,7 @@ def _gang(ga: int, job_id: str = "g") -> JobSpec:
                    grad_accum_steps=ga, micro_batch_size=1)  # fmt: skip
 
 
-def _regions(state: ClusterState, result) -> set[str]:  # type: ignore[no-untyped-def]
+def _regions(state: ClusterState, result: PlacementResult) -> set[str]:
     return {state.spec(state.slot_of(a.node_id)).region for a in result.assignments}
 
 

@@ -47,8 +47,9 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_hand_computed(case: str) -> None:
     cap, paths, w, d, m, want = CASES[case]
-    got = waterfill(np.array(cap, float), np.array(paths), np.array(w, float), np.array(d), m)
-    np.testing.assert_allclose(got, want, atol=1e-9)
+    mins = None if m is None else np.array(m, float)
+    got = waterfill(np.array(cap, float), np.array(paths), np.array(w, float), np.array(d), mins)
+    np.testing.assert_allclose(got, np.array(want, float), atol=1e-9)
 
 
 def test_equal_split_ignores_need_and_weight() -> None:
