@@ -23,6 +23,7 @@ running jobs changes; the twin re-rates the jobs whose factor moved.
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ import numpy as np
 
 from agents.replay.csvio import positive, read_rows, to_float
 from agents.replay.errors import TraceError
-from scorer import Catalog, JobSpec
+from scorer import Catalog, JobSpec, default_catalog
 from scorer.network import (
     AllocationPolicy,
     BandwidthAllocator,
@@ -51,7 +52,7 @@ from scorer.network import (
     ring_hops,
 )
 
-__all__ = ["NetworkTwinConfig", "TwinNetwork", "load_links"]
+__all__ = ["NetworkTwinConfig", "TwinNetwork", "load_links", "write_links"]
 
 LINK_COLUMNS = ("src", "dst", "rtt_ms", "capacity_gbps")
 
@@ -77,6 +78,15 @@ def load_links(path: str | Path) -> tuple[Link, ...]:
     if not out:
         raise TraceError(str(path), "no links")
     return tuple(out)
+
+
+def write_links(path: str | Path, links: Sequence[Link]) -> None:
+    with Path(path).open("w", newline="", encoding="utf-8") as fh:
+        out = csv.writer(fh)
+        out.writerow((*LINK_COLUMNS, "cost_per_gb", "used_gbps"))
+        out.writerows(
+            (x.src, x.dst, x.rtt_ms, x.capacity_gbps, x.cost_per_gb, x.used_gbps) for x in links
+        )
 
 
 @dataclass(frozen=True)
@@ -148,6 +158,17 @@ class TwinNetwork:
             for s, d in ring_hops(layout)
         ]
         return _Job(demand, layout, intra, flows, single)
+
+    @classmethod
+    def for_trace(cls, trace: Any, config: NetworkTwinConfig | None = None) -> TwinNetwork:
+        """The network of a Trace (its links and nodes)."""
+        return cls(
+            trace.links,
+            {n.node_id: n.region for n in trace.nodes},
+            {n.node_id: n.gpu_count for n in trace.nodes},
+            (trace.throughput.catalog if trace.throughput is not None else default_catalog()),
+            config,
+        )
 
     def factor(self, job_id: str) -> float:
         return self.factors.get(job_id, 1.0)
