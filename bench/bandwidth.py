@@ -222,16 +222,19 @@ def replay(trace: Any, variant: str) -> dict[str, Any]:
     }
 
 
-def bench_replay(n_jobs: int, seeds: list[int]) -> dict[str, Any]:
-    out: dict[str, Any] = {"per_seed": {}}
+def bench_replay(
+    n_jobs: int, seeds: list[int], load: float = 0.9, ablations: bool = True
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"load": load, "per_seed": {}}
     for seed in seeds:
-        trace = comm_heavy_trace(n_jobs, seed=seed)
-        variants = VARIANTS if seed == seeds[0] else ("aware+elastic", "blind+equal")
+        trace = comm_heavy_trace(n_jobs, seed=seed, load=load)
+        main = ("aware+elastic", "blind+equal")
+        variants = tuple(VARIANTS) if ablations and seed == seeds[0] else main
         per: dict[str, Any] = {}
         for v in variants:
             per[v] = replay(trace, v)
             print(
-                f"  seed {seed} {v:14s} avg JCT {per[v]['avg_jct_h']:.2f} h "
+                f"  load {load} seed {seed} {v:14s} avg JCT {per[v]['avg_jct_h']:.2f} h "
                 f"(crossed {per[v]['cross_region_placements']}, {per[v]['wall_s']} s)",
                 flush=True,
             )
@@ -255,6 +258,7 @@ def main() -> None:
     ap.add_argument("--replay-jobs", type=int, default=160)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--skip-replay", action="store_true")
+    ap.add_argument("--also-loads", default="0.6", help="seed 0 again at these offered loads")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     result: dict[str, Any] = {}
@@ -275,6 +279,10 @@ def main() -> None:
             f"min {rep['speedup_min']:.2f}x (target >= 1.3x)",
             flush=True,
         )
+        loads = [float(x) for x in args.also_loads.split(",") if x.strip()]
+        result["replay_other_loads"] = [
+            bench_replay(args.replay_jobs, seeds[:1], load, ablations=False) for load in loads
+        ]
     path = write_result("bandwidth", result)
     if args.out is not None and args.out.resolve() != path.resolve():
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -54,8 +55,9 @@ class Issued:
     phase: str
 
 
-@dataclass(frozen=True)
-class QuotaChange:
+class QuotaChange(NamedTuple):
+    """One quota to emit (a NamedTuple: a busy round creates them by the thousand)."""
+
     job_id: str
     link_id: str
     gbps: float
@@ -100,12 +102,12 @@ class QuotaLedger:
         in_force[forced] = gbps[forced]
         until = np.where(reason >= 0, now_ms + int(h.ttl_s * 1000), until_old)
         gone = ~_match(keys, self._keys)[0]  # in force, no longer wanted
-        out = self._changes(alloc, keys, gbps, old, reason, now_ms + int(h.ttl_s * 1000))
-        out += self._revocations(gone, now_ms)
+        out = self._revocations(gone, now_ms)  # decreases first, then the other changes
+        out += self._changes(alloc, keys, gbps, old, reason, now_ms + int(h.ttl_s * 1000))
         for k in keys[reason == 0].tolist():
             self._labels[k] = alloc.label(k)
         self._keys, self._gbps, self._until, self._comm = keys.copy(), in_force, until, comm.copy()
-        return sorted(out, key=lambda c: (c.gbps >= (c.previous_gbps or 0.0), c.link_id, c.job_id))
+        return out
 
     def _changes(
         self,
@@ -117,6 +119,7 @@ class QuotaLedger:
         until: int,
     ) -> list[QuotaChange]:
         idx = np.flatnonzero(reason >= 0)
+        idx = idx[np.argsort(gbps[idx] >= old[idx], kind="stable")]  # decreases first
         names, link_ids = alloc.job_names, alloc.link_ids
         rows = zip(
             (keys[idx] >> KEY_SHIFT).tolist(),
