@@ -54,9 +54,7 @@ def equal_split(capacity: np.ndarray, links: np.ndarray) -> np.ndarray:
     flow, link = _entries(links, capacity.shape[0])
     count = np.bincount(link, minlength=capacity.shape[0])
     share = capacity[link] / np.maximum(count[link], 1)
-    out = np.full(links.shape[0], np.inf)
-    np.minimum.at(out, flow, share)
-    return out
+    return _per_flow_min(flow, share, links.shape[0], np.inf)
 
 
 def waterfill(
@@ -82,8 +80,7 @@ def waterfill(
     d = np.array(demand, float)
     if (d < 0).any() or np.isnan(d).any():
         raise NetworkError("demands must be >= 0")
-    path_cap = np.full(n_flows, np.inf)
-    np.minimum.at(path_cap, flow, cap[link])
+    path_cap = _per_flow_min(flow, cap[link], n_flows, np.inf)
     d = np.minimum(d, path_cap)  # no flow can use more than its narrowest link: all finite
     m = np.zeros(n_flows) if minimum is None else np.minimum(np.asarray(minimum, float), d)
     if (m < 0).any():
@@ -120,8 +117,7 @@ def _satisfied(
         weights = np.bincount(link, weights=w[flow], minlength=n_links)
         mins = np.bincount(link, weights=m[flow], minlength=n_links)
         bound = np.where(weights > 0, (cap - mins) / np.where(weights > 0, weights, 1.0), np.inf)
-        lowest = np.full(x.shape[0], np.inf)
-        np.minimum.at(lowest, flow, bound[link])
+        lowest = _per_flow_min(flow, bound[link], x.shape[0], np.inf)
         done = routed & (d / w <= lowest * (1 - 1e-12))
         if not done.any():
             break
@@ -137,8 +133,7 @@ def _satisfied(
 def _fit_minimums(m: np.ndarray, flow: np.ndarray, link: np.ndarray, cap: np.ndarray) -> np.ndarray:
     load = np.bincount(link, weights=m[flow], minlength=cap.shape[0])
     factor = np.where(load > cap, cap / np.where(load > 0, load, 1.0), 1.0)
-    scale = np.ones(m.shape[0])
-    np.minimum.at(scale, flow, factor[link])
+    scale = np.minimum(_per_flow_min(flow, factor[link], m.shape[0], 1.0), 1.0)
     return m * scale
 
 
@@ -157,8 +152,8 @@ def _fill(
     frozen = ~routed
     level = 0.0
     sat = np.full(cap.shape[0], np.inf)
-    busy = np.flatnonzero(events.length > 0)
-    sat[busy] = events.levels(busy, frozen, level)
+    busy = np.flatnonzero(events.e_len > 0)
+    sat[busy] = events.levels(busy, level)
     while True:
         if not np.isfinite(sat.min(initial=np.inf)):
             open_flows = np.flatnonzero(~frozen)
@@ -168,14 +163,17 @@ def _fill(
         touched = events.freeze(newly, x)  # their rates now load every link they cross
         affected = touched[np.isfinite(sat[touched])]
         if affected.size:
-            sat[affected] = events.levels(affected, frozen, level)
+            sat[affected] = events.levels(affected, level)
 
 
 class _Events:
-    """Breakpoints of every link's load function, sorted by link then level.
+    """Each link's load as a piecewise-linear function of the level t, kept as breakpoints.
 
-    Each (flow, link) entry contributes m until level m/w, w x level until d/w, then d; so
-    two events per entry change the slope (+w, -w) and the constant (-m, +d)."""
+    An entry (flow f on link l) contributes m until t = m/w, w t until d/w, then d: at its two
+    breakpoints the slope changes by +w then -w and the constant by -m then +d. Breakpoints of
+    one link at the same level are merged (flows of one shape share them), so a link holds a
+    handful however many flows cross it; a frozen flow's contributions are taken out of them
+    and its rate added to the link's base load."""
 
     def __init__(
         self,
@@ -186,31 +184,34 @@ class _Events:
         m: np.ndarray,
         d: np.ndarray,
     ) -> None:
-        n_links = cap.shape[0]
-        ev_flow = np.concatenate([flow, flow])
-        ev_link = np.concatenate([link, link])
-        ev_t = np.concatenate([m[flow] / w[flow], d[flow] / w[flow]])
-        # one float key sorts by link, then level (levels scaled into [0, 0.5)): one argsort
-        scale = 2.0 * float(ev_t.max(initial=0.0)) + 1.0
-        order = np.argsort(ev_link + ev_t / scale)
-        self.flow, self.link, self.t = ev_flow[order], ev_link[order], ev_t[order]
-        self.ds = np.concatenate([w[flow], -w[flow]])[order]
-        self.dc = np.concatenate([-m[flow], d[flow]])[order]
-        self.min_at = np.where(self.ds > 0, m[self.flow], 0.0)  # activation events carry m
-        self.length = np.bincount(self.link, minlength=n_links)
-        self.start = np.cumsum(self.length) - self.length
-        self.cap = cap
-        self.w, self.m, self.d = w, m, d
+        n_links, n = cap.shape[0], flow.shape[0]
+        self.cap, self.w, self.m, self.d = cap, w, m, d
+        t = np.concatenate([m[flow] / w[flow], d[flow] / w[flow]])
+        both = np.concatenate([link, link])
+        # one float key sorts by link, then level (levels scaled into [0, 0.5))
+        key = both + t / (2.0 * float(t.max(initial=0.0)) + 1.0)
+        order = np.argsort(key)
+        first = np.r_[True, key[order][1:] != key[order][:-1]]
+        agg = np.empty(2 * n, np.int64)
+        agg[order] = np.cumsum(first) - 1
+        n_agg = int(first.sum())
+        self.agg_a, self.agg_s = agg[:n], agg[n:]  # each entry's two breakpoints
+        self.t = t[order][first]
+        agg_link = both[order][first]
+        wf, mf, df = w[flow], m[flow], d[flow]
+        self.ds = np.bincount(agg, np.concatenate([wf, -wf]), n_agg)
+        self.dc = np.bincount(agg, np.concatenate([-mf, df]), n_agg)
+        self.a_len = np.bincount(agg_link, minlength=n_links)
+        self.a_start = np.cumsum(self.a_len) - self.a_len
         self.base = np.zeros(n_links)  # load of frozen flows
-        # entries come from np.nonzero over (flow, hop): already grouped by flow
-        self.entry_flow, self.entry_link = flow, link
+        self.mins = np.bincount(link, mf, n_links)  # live flows' minimums: load below any t
+        self.entry_flow, self.entry_link = flow, link  # grouped by flow (np.nonzero order)
         self.f_len = np.bincount(flow, minlength=w.shape[0])
         self.f_start = np.cumsum(self.f_len) - self.f_len
+        self.by_link = np.argsort(link, kind="stable")  # entries by link
+        self.e_len = np.bincount(link, minlength=n_links)
+        self.e_start = np.cumsum(self.e_len) - self.e_len
         self.shares = _sharing(flow, link, n_links)
-
-    def gather(self, links: np.ndarray) -> np.ndarray:
-        """Event positions of `links` (each link's events are contiguous)."""
-        return _ranges(self.start[links], self.length[links])
 
     def saturate(
         self, sat: np.ndarray, frozen: np.ndarray, x: np.ndarray, level: float
@@ -227,7 +228,8 @@ class _Events:
                 break
             if not newly or not self.shares[lk, before].any():
                 level = max(level, t) if not newly else level
-                flows = self.flow[self.start[lk] : self.start[lk] + self.length[lk]]
+                entries = self.by_link[self.e_start[lk] : self.e_start[lk] + self.e_len[lk]]
+                flows = self.entry_flow[entries]
                 live = flows[~frozen[flows]]
                 x[live] = np.clip(self.w[live] * max(t, level), self.m[live], self.d[live])
                 frozen[live] = True
@@ -237,27 +239,31 @@ class _Events:
         return np.flatnonzero(_mask(np.concatenate(newly), frozen.shape[0])), level
 
     def freeze(self, flows: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Add frozen flows' rates to their links' base load; the links touched."""
+        """Take frozen flows out of their links' breakpoints, add their rates to the links'
+        base load; the links touched."""
         pos = _ranges(self.f_start[flows], self.f_len[flows])
-        touched = self.entry_link[pos]
-        self.base += np.bincount(touched, weights=x[self.entry_flow[pos]], minlength=self.base.size)
-        return np.flatnonzero(_mask(touched, self.base.shape[0]))
+        lk, fl = self.entry_link[pos], self.entry_flow[pos]
+        n_links, n_agg = self.base.shape[0], self.t.shape[0]
+        self.base += np.bincount(lk, x[fl], n_links)
+        self.mins -= np.bincount(lk, self.m[fl], n_links)
+        wf = self.w[fl]
+        a, s = self.agg_a[pos], self.agg_s[pos]
+        self.ds -= np.bincount(a, wf, n_agg) - np.bincount(s, wf, n_agg)
+        self.dc += np.bincount(a, self.m[fl], n_agg) - np.bincount(s, self.d[fl], n_agg)
+        return np.flatnonzero(_mask(lk, n_links))
 
-    def levels(self, links: np.ndarray, frozen: np.ndarray, level: float) -> np.ndarray:
+    def levels(self, links: np.ndarray, level: float) -> np.ndarray:
         """Per link in `links`: the level at which its load reaches capacity (inf: never)."""
-        lengths = self.length[links]
-        pos = _ranges(self.start[links], lengths)
+        lengths = self.a_len[links]
+        pos = _ranges(self.a_start[links], lengths)
         seg = np.repeat(np.arange(links.shape[0]), lengths)
         seg_start = np.cumsum(lengths) - lengths
-        live = ~frozen[self.flow[pos]]
-        ds, dc = np.where(live, self.ds[pos], 0.0), np.where(live, self.dc[pos], 0.0)
-        mins = np.bincount(seg, weights=np.where(live, self.min_at[pos], 0.0),
-                           minlength=links.shape[0])  # fmt: skip
-        slope = _segmented_cumsum(ds, seg_start, seg)
-        const = _segmented_cumsum(dc, seg_start, seg) + (self.base[links] + mins)[seg]
+        slope = _segmented_cumsum(self.ds[pos], seg_start, seg)
+        const = _segmented_cumsum(self.dc[pos], seg_start, seg)
+        const += (self.base[links] + self.mins[links])[seg]
         t = self.t[pos]
         cap = self.cap[links][seg]
-        over = live & (const + slope * t >= cap * (1 - _REL) - _REL)
+        over = const + slope * t >= cap * (1 - _REL) - _REL
         out = np.full(links.shape[0], np.inf)
         idx = np.flatnonzero(over)
         if not idx.size:
@@ -274,6 +280,15 @@ class _Events:
         )
         out[segs] = np.maximum(np.minimum(crossing, t[k1]), level)
         return out
+
+
+def _per_flow_min(flow: np.ndarray, values: np.ndarray, n_flows: int, empty: float) -> np.ndarray:
+    """Smallest of `values` per flow (entries grouped by flow, as np.nonzero yields them)."""
+    out = np.full(n_flows, empty)
+    if flow.size:
+        starts = np.flatnonzero(np.r_[True, flow[1:] != flow[:-1]])
+        out[flow[starts]] = np.minimum.reduceat(values, starts)
+    return out
 
 
 def _mask(idx: np.ndarray, n: int) -> np.ndarray:
