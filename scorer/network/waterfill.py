@@ -20,6 +20,8 @@ most one round per distinct saturation level (<= number of links).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from scorer.network.errors import NetworkError
@@ -91,28 +93,31 @@ def waterfill(
     routed[flow] = True
     if flow.size:
         x[routed] = 0.0
-        cap, flow, link, routed = _satisfied(x, cap, flow, link, w, m, d, routed)
-        if flow.size:
-            _fill(x, cap, flow, link, w, m, d, routed)
+        problem, routed = _satisfied(x, _Problem(cap, flow, link, w, m, d), routed)
+        if problem.flow.size:
+            _fill(x, problem, routed)
     return x
 
 
-def _satisfied(
-    x: np.ndarray,
-    cap: np.ndarray,
-    flow: np.ndarray,
-    link: np.ndarray,
-    w: np.ndarray,
-    m: np.ndarray,
-    d: np.ndarray,
-    routed: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Problem:
+    """Capacities, the (flow, link) entries grouped by flow, and per-flow w, m, d."""
+
+    cap: np.ndarray
+    flow: np.ndarray
+    link: np.ndarray
+    w: np.ndarray
+    m: np.ndarray
+    d: np.ndarray
+
+
+def _satisfied(x: np.ndarray, p: _Problem, routed: np.ndarray) -> tuple[_Problem, np.ndarray]:
     """Settle, before filling, the flows that surely get their whole demand (most computing
     jobs): no link can saturate below level (capacity - sum of minimums) / sum of weights,
     so a flow whose d / w is below that on all its links ends at d. Exact, and repeated while
     it settles flows (settling raises the others' bounds)."""
+    cap, flow, link, w, m, d = p.cap.copy(), p.flow, p.link, p.w, p.m, p.d
     n_links = cap.shape[0]
-    cap = cap.copy()
     for _ in range(4):
         weights = np.bincount(link, weights=w[flow], minlength=n_links)
         mins = np.bincount(link, weights=m[flow], minlength=n_links)
@@ -127,7 +132,7 @@ def _satisfied(
         cap = np.maximum(cap, 0.0)
         flow, link = flow[~gone], link[~gone]
         routed = routed & ~done
-    return cap, flow, link, routed
+    return _Problem(cap, flow, link, w, m, d), routed
 
 
 def _fit_minimums(m: np.ndarray, flow: np.ndarray, link: np.ndarray, cap: np.ndarray) -> np.ndarray:
@@ -137,27 +142,18 @@ def _fit_minimums(m: np.ndarray, flow: np.ndarray, link: np.ndarray, cap: np.nda
     return m * scale
 
 
-def _fill(
-    x: np.ndarray,
-    cap: np.ndarray,
-    flow: np.ndarray,
-    link: np.ndarray,
-    w: np.ndarray,
-    m: np.ndarray,
-    d: np.ndarray,
-    routed: np.ndarray,
-) -> None:
+def _fill(x: np.ndarray, p: _Problem, routed: np.ndarray) -> None:
     """Progressive filling in place: x gets the rates of the routed flows."""
-    events = _Events(cap, flow, link, w, m, d)
+    events = _Events(p)
     frozen = ~routed
     level = 0.0
-    sat = np.full(cap.shape[0], np.inf)
+    sat = np.full(p.cap.shape[0], np.inf)
     busy = np.flatnonzero(events.e_len > 0)
     sat[busy] = events.levels(busy, level)
     while True:
         if not np.isfinite(sat.min(initial=np.inf)):
             open_flows = np.flatnonzero(~frozen)
-            x[open_flows] = d[open_flows]
+            x[open_flows] = p.d[open_flows]
             return
         newly, level = events.saturate(sat, frozen, x, level)
         touched = events.freeze(newly, x)  # their rates now load every link they cross
@@ -175,15 +171,8 @@ class _Events:
     handful however many flows cross it; a frozen flow's contributions are taken out of them
     and its rate added to the link's base load."""
 
-    def __init__(
-        self,
-        cap: np.ndarray,
-        flow: np.ndarray,
-        link: np.ndarray,
-        w: np.ndarray,
-        m: np.ndarray,
-        d: np.ndarray,
-    ) -> None:
+    def __init__(self, p: _Problem) -> None:
+        cap, flow, link, w, m, d = p.cap, p.flow, p.link, p.w, p.m, p.d
         n_links, n = cap.shape[0], flow.shape[0]
         self.cap, self.w, self.m, self.d = cap, w, m, d
         t = np.concatenate([m[flow] / w[flow], d[flow] / w[flow]])
