@@ -206,26 +206,24 @@ class _Events:
         self, sat: np.ndarray, frozen: np.ndarray, x: np.ndarray, level: float
     ) -> tuple[np.ndarray, float]:
         """Freeze the lowest saturating link, and with it every link of higher level that
-        shares no flow with a link before it (frozen or not): nothing below its level can
-        change its load, so its level is exact. Returns the flows frozen and the new level."""
-        order = np.argsort(sat, kind="stable")
-        before = np.zeros(sat.shape[0], bool)  # links looked at in this pass
-        newly: list[np.ndarray] = []
-        for lk in order.tolist():
-            t = float(sat[lk])
-            if not np.isfinite(t):
-                break
-            if not newly or not self.shares[lk, before].any():
-                level = max(level, t) if not newly else level
-                entries = self.by_link[self.e_start[lk] : self.e_start[lk] + self.e_len[lk]]
-                flows = self.entry_flow[entries]
-                live = flows[~frozen[flows]]
-                x[live] = np.clip(self.w[live] * max(t, level), self.m[live], self.d[live])
-                frozen[live] = True
-                sat[lk] = np.inf
-                newly.append(live)
-            before[lk] = True
-        return np.flatnonzero(_mask(np.concatenate(newly), frozen.shape[0])), level
+        shares no flow with any link of lower level (saturating or not): nothing below its
+        level can change its load, so its level is exact. Returns the flows frozen and the
+        new level."""
+        order = np.argsort(sat)
+        order = order[np.isfinite(sat[order])]
+        blocked = np.tril(self.shares[np.ix_(order, order)], -1).any(axis=1)
+        blocked[0] = False
+        chosen = order[~blocked]
+        level = max(level, float(sat[order[0]]))
+        entries = self.by_link[_ranges(self.e_start[chosen], self.e_len[chosen])]
+        at = np.repeat(np.maximum(sat[chosen], level), self.e_len[chosen])
+        flows = self.entry_flow[entries]
+        live = ~frozen[flows]
+        flows, at = flows[live], at[live]
+        x[flows] = np.clip(self.w[flows] * at, self.m[flows], self.d[flows])
+        frozen[flows] = True
+        sat[chosen] = np.inf
+        return flows, level
 
     def freeze(self, flows: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Take frozen flows out of their links' breakpoints, add their rates to the links'
