@@ -22,10 +22,13 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST
+
 from infra.broker import free_port
 from infra.config import Config, config_env, load_config
 from infra.process import ChildProcess
 from streams.history import HistorySink
+from streams.history_metrics import METRICS_PATH, SinkMetrics
 from streams.web import SQL_PATH, run_request
 
 __all__ = ["HistoryProcess", "main"]
@@ -42,6 +45,7 @@ class HistoryProcess:
         self.config = config
         self.port = free_port(config.worker.web_host)
         self.url = f"http://{config.worker.web_host}:{self.port}{SQL_PATH}"
+        self.metrics_url = f"http://{config.worker.web_host}:{self.port}{METRICS_PATH}"
         self.log_path = config.data_dir / "history.log"
         # in the worker's process group: a `kill` of the worker's group takes it along
         self._proc = ChildProcess("history process", self.log_path, own_group=False)
@@ -62,7 +66,20 @@ def _die_with_parent() -> None:
 
 
 def _handler(sink: HistorySink) -> type[BaseHTTPRequestHandler]:
+    metrics = SinkMetrics(sink)
+
     class SqlHandler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") != METRICS_PATH:
+                self.send_error(404)
+                return
+            data = metrics.exposition()
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_POST(self) -> None:
             try:
                 length = int(self.headers.get("Content-Length", "0"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from infra.config import Config
@@ -17,7 +17,11 @@ from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
 from streams.ledger import read_ended_jobs, read_final_decisions
 from streams.metrics import Metrics
+from streams.metrics_page import note_sent
 from streams.outbox import Outgoing
+from streams.ownership import Ownership
+from streams.prometheus import METRICS, record_dead_letter
+from streams.regions import RemoteRegions
 from streams.scheduling import Scheduler
 
 __all__ = ["Runtime"]
@@ -41,6 +45,8 @@ class Runtime:
         self.inventory_seen: dict[int, int] = {}
         self.dirty = False
         self.metrics = Metrics()
+        self.ownership: Ownership | None = None  # set by create_app: partitions owned now
+        self.remote: RemoteRegions | None = None  # other workers' region summaries
         self.stalls = StallWatch(config.worker.stall_after_s)
 
     # -- readiness ----------------------------------------------------------------------------
@@ -66,9 +72,21 @@ class Runtime:
         )
         ended = await loop.run_in_executor(None, read_ended_jobs, self.config.kafka, self.codec)
         self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends)
-        self.scheduler.rebuild(logged, ended)
+        self.scheduler.rebuild(logged, ended, self._owns())
+        METRICS.rebalances.inc()
+        self.fleet.stale &= set(self.scheduler.nodes)
+        if self.remote is not None:  # the router must know every region before it decides
+            await loop.run_in_executor(None, self.remote.wait_caught_up, 15.0)
         self._ready.set()
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
+
+    def _owns(self) -> Callable[[str], bool]:
+        """Regions this worker owns since the last rebalance (all, before any assignment)."""
+        if self.ownership is None:
+            return lambda region: True
+        ownership, parts = self.ownership, self.ownership.partitions()
+        log.info("owning partitions=%s", sorted(parts))
+        return lambda region: ownership.owns(region, parts)
 
     def _inventory_ends(self) -> dict[int, int]:
         """Offsets the inventory agent must reach: the log's end, minus what it had committed.
@@ -102,6 +120,7 @@ class Runtime:
             await self.topics[msg.topic].send(
                 key=msg.key.encode(), value=value, partition=msg.partition
             )
+            note_sent(msg)
 
     async def dead_letter(self, message: Any, error: Exception | str, consumer_name: str) -> None:
         """Park bytes we cannot use, with why and where they came from; the stream goes on."""
@@ -109,6 +128,7 @@ class Runtime:
             topic=message.topic, partition=message.partition, offset=message.offset,
             key=message.key, value=message.value, error=error, consumer=consumer_name,
         )  # fmt: skip
+        record_dead_letter(message.topic, consumer_name)
         log.warning(
             "dead letter topic=%s partition=%s offset=%s consumer=%s error=%s",
             message.topic,
@@ -127,6 +147,7 @@ class Runtime:
     async def decode(self, event: Any, expected: str, consumer_name: str) -> dict[str, Any] | None:
         """The event's record, or None after dead-lettering it."""
         message = event.message
+        METRICS.events.labels(consumer_name).inc()
         try:
             name, record = self.codec.decode(message.value, topic=message.topic)
         except CodecError as exc:

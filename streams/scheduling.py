@@ -68,7 +68,12 @@ class Scheduler:
 
     # -- recovery -----------------------------------------------------------------------------
 
-    def rebuild(self, logged: Mapping[str, Mapping[str, Any]], ended: Collection[str] = ()) -> None:
+    def rebuild(
+        self,
+        logged: Mapping[str, Mapping[str, Any]],
+        ended: Collection[str] = (),
+        owns: Callable[[str], bool] = lambda region: True,
+    ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision log.
 
         `logged` maps job_id -> its final PlacementDecision as found in the log. A reservation
@@ -76,7 +81,10 @@ class Scheduler:
         missing from the table was announced but not recorded: record it. `ended` are jobs the
         job-event log says finished: whatever the table says, their GPUs are free. Idempotent:
         after a rebalance it runs again on live state, which also knows decisions not yet logged.
+        `owns(region)` says which regions this worker holds now: the rest leave memory, and
+        only owned regions' placements are restored from the log.
         """
+        self.forget_unowned(owns)
         for job_id in list(self.state.jobs):
             self.state.release(job_id)
         for record in self.nodes.values():
@@ -91,7 +99,8 @@ class Scheduler:
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
         for job_id, decision in logged.items():
-            if decision["outcome"] == "PLACED" and job_id not in self.reservations:
+            placed = decision["outcome"] == "PLACED" and owns(decision.get("region") or "")
+            if placed and job_id not in self.reservations:
                 entry = {
                     "region": decision["region"],
                     "assignments": decision["assignments"],
@@ -110,6 +119,26 @@ class Scheduler:
             len(self.state.jobs),
             len(self.queue),
         )
+
+    def forget_unowned(self, owns: Callable[[str], bool]) -> list[str]:
+        """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
+        from memory only (the owner recovers them from the changelog); the nodes dropped."""
+        for table in (self.nodes, self.reservations, self.queue):
+            gone = [k for k, v in table.items() if not owns(str(v.get("region") or ""))]
+            forget = getattr(table, "forget_local", None)  # a RegionTable: no tombstones
+            if forget is not None:
+                forget(gone)
+            else:
+                for key in gone:
+                    table.pop(key, None)
+        dropped = [n.node_id for n in self.state.nodes if not owns(n.region)]
+        for node_id in dropped:
+            self.state.remove_node(node_id)
+            self.last_seen.pop(node_id, None)
+        if dropped:
+            log.info("forgot regions no longer owned nodes=%d", len(dropped))
+        self._views = (0.0, {})
+        return dropped
 
     def _reserve_quietly(self, job_id: str, assignments: Any) -> None:
         try:
