@@ -115,6 +115,8 @@ class WorkerConfig:
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
+    shutdown_timeout_s: float = 20.0  # SIGTERM: commit, leave the group, exit within this
+    remote_view_max_age_s: float = 60.0  # other workers' region summaries older are dropped
     log_level: str = "warning"
 
 

@@ -120,7 +120,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         view_ttl_s=config.worker.view_ttl_s,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
-    remote = RemoteRegions(config, codec)
+    remote = RemoteRegions(config, codec, max_age_s=config.worker.remote_view_max_age_s)
     scheduler.remote_views = remote.views
     rt = Runtime(config, codec, scheduler)
     rt.topics = topics
