@@ -42,6 +42,7 @@ class WorkerProcess:
         return self._proc.pid
 
     def start(self) -> WorkerProcess:
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)  # Faust's datadir goes here
         env = {**os.environ, **config_env(self.config), "PYTHONUNBUFFERED": "1"}
         pid = self._proc.start([sys.executable, "-m", "streams"], env)
         log.info("worker started pid=%s log=%s", pid, self.log_path)
