@@ -22,13 +22,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST
-
 from infra.broker import free_port
 from infra.config import Config, config_env, load_config
 from infra.process import ChildProcess
 from streams.history import HistorySink
 from streams.history_metrics import METRICS_PATH, SinkMetrics
+from streams.prometheus import CONTENT_TYPE_LATEST
 from streams.web import SQL_PATH, run_request
 
 __all__ = ["HistoryProcess", "main"]
