@@ -62,6 +62,11 @@ class WorkerProcess:
     def log_tail(self, chars: int = 2000) -> str:
         return self._proc.log_tail(chars)
 
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once stopped (negative: the signal that ended it)."""
+        return self._proc.returncode
+
 
 class Stack:
     """Broker (unless external), topics, N workers, and background threads, as one context.

@@ -49,7 +49,7 @@ class GracefulWorker(Worker):
         logging.shutdown()
         os._exit(TIMED_OUT_EXIT)
 
-    def on_worker_shutdown(self) -> None:
-        super().on_worker_shutdown()
+    def stop_and_shutdown(self) -> None:
+        super().stop_and_shutdown()
         if self._term_at is not None:
-            log.warning("stopping in_s=%.2f after SIGTERM", time.monotonic() - self._term_at)
+            log.warning("stopped in_s=%.2f after SIGTERM", time.monotonic() - self._term_at)
