@@ -18,7 +18,8 @@ ORDER = ("a", "b", "c")  # pinned: a -> 0, b -> 1, c -> 2 of 4 partitions
 
 def node(node_id: str, region: str) -> dict[str, Any]:
     return {"node_id": node_id, "region": region, "gpu_model": "A100-80", "gpu_count": 8,
-            "gpu_memory_mib": 81920, "zone": "z", "rack": "r", "price_per_gpu_hour": 2.0}  # fmt: skip
+            "gpu_memory_mib": 81920, "zone": "z", "rack": "r",
+            "price_per_gpu_hour": 2.0}  # fmt: skip
 
 
 def placed(job_id: str, region: str, node_id: str) -> dict[str, Any]:
