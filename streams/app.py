@@ -37,6 +37,7 @@ from streams.runtime import Runtime
 from streams.scheduling import Scheduler
 from streams.transport import GpuflowApp
 from streams.web import register_sql_proxy
+from streams.webui import register_ui
 
 __all__ = ["create_app"]
 
@@ -136,13 +137,14 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     _register_timers(app, rt)
     _register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
-    history_metrics = None
+    history_metrics = history_sql = None
     if config.store.enabled:  # the worker owns the ClickHouse store, through a child process
         history = HistoryProcess(config)
         _run_with_worker(app, history.start, history.stop)
         register_sql_proxy(app, history.url)
-        history_metrics = history.metrics_url
+        history_metrics, history_sql = history.metrics_url, history.url
     register_metrics_page(app, rt, history_metrics)
+    register_ui(app, rt, history_sql)
     return app, rt
 
 

@@ -23,6 +23,7 @@ from streams.ownership import Ownership
 from streams.prometheus import METRICS, record_dead_letter
 from streams.regions import RemoteRegions
 from streams.scheduling import Scheduler
+from streams.webui import RecentDecisions
 
 __all__ = ["Runtime"]
 
@@ -47,6 +48,7 @@ class Runtime:
         self.metrics = Metrics()
         self.ownership: Ownership | None = None  # set by create_app: partitions owned now
         self.remote: RemoteRegions | None = None  # other workers' region summaries
+        self.recent = RecentDecisions()  # the latest decisions, for the /ui/ page
         self.stalls = StallWatch(config.worker.stall_after_s)
 
     # -- readiness ----------------------------------------------------------------------------
@@ -121,6 +123,7 @@ class Runtime:
                 key=msg.key.encode(), value=value, partition=msg.partition
             )
             note_sent(msg)
+            self.recent.add(msg)
 
     async def dead_letter(self, message: Any, error: Exception | str, consumer_name: str) -> None:
         """Park bytes we cannot use, with why and where they came from; the stream goes on."""
