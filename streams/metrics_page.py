@@ -62,7 +62,10 @@ def state_metrics(rt: Runtime, app: Any) -> Iterable[Metric]:
         "Queued jobs by region and the GPU model they ask for (`any`: no preference; a job "
         "allowing several models counts under each).",
         ["region", "gpu_model"],
-        dict(queue_depths(queued)),
+        {  # zeros for every model present (and `any`), so an empty queue is a 0, not a gap
+            **{(r, m): 0 for r, v in views.items() for m in [*v.total_gpus, "any"]},
+            **queue_depths(queued),
+        },
     )
     yield GaugeMetricFamily("gpuflow_held_jobs", "Jobs holding GPUs.", value=len(state.jobs))
     yield GaugeMetricFamily("gpuflow_stale_nodes", "Nodes without a recent heartbeat.",
