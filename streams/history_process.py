@@ -35,6 +35,7 @@ __all__ = ["HistoryProcess", "main"]
 log = logging.getLogger(__name__)
 
 PORT_ENV = "GPUFLOW_HISTORY_PORT"
+LOOPBACK = "127.0.0.1"
 
 
 class HistoryProcess:
@@ -42,9 +43,10 @@ class HistoryProcess:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.port = free_port(config.worker.web_host)
-        self.url = f"http://{config.worker.web_host}:{self.port}{SQL_PATH}"
-        self.metrics_url = f"http://{config.worker.web_host}:{self.port}{METRICS_PATH}"
+        # loopback only, whatever the worker's own web host: the worker proxies /sql/ to it
+        self.port = free_port(LOOPBACK)
+        self.url = f"http://{LOOPBACK}:{self.port}{SQL_PATH}"
+        self.metrics_url = f"http://{LOOPBACK}:{self.port}{METRICS_PATH}"
         self.log_path = config.data_dir / "history.log"
         # in the worker's process group: a `kill` of the worker's group takes it along
         self._proc = ChildProcess("history process", self.log_path, own_group=False)
@@ -109,9 +111,7 @@ def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     sink = HistorySink(config).start()
-    server = ThreadingHTTPServer(
-        (config.worker.web_host, int(os.environ[PORT_ENV])), _handler(sink)
-    )
+    server = ThreadingHTTPServer((LOOPBACK, int(os.environ[PORT_ENV])), _handler(sink))
     threading.Thread(target=server.serve_forever, name="sql-http", daemon=True).start()
     while not stop.wait(1.0):
         if os.getppid() != parent or sink.error is not None:  # orphaned, or the sink died

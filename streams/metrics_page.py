@@ -109,10 +109,17 @@ def _consumer_lag(app: Any) -> Metric:
 
 
 def register_metrics_page(app: Any, rt: Runtime, history_metrics_url: str | None) -> None:
-    """GET /metrics: Prometheus text format (worker metrics + the history child's)."""
+    """GET /metrics: Prometheus text format (worker metrics + the history child's); GET
+    /ready/: 200 once the worker has rebuilt its state (a readiness probe)."""
     import httpx
 
     METRICS.add_collector(lambda: state_metrics(rt, app))
+
+    @app.page("/ready/", name="readiness")
+    async def readiness(web: Any, request: Any) -> Any:
+        """Readiness for a load balancer or Kubernetes: 503 until state is rebuilt."""
+        ready = rt._ready.is_set()
+        return web.json({"ready": ready}, status=200 if ready else 503)
 
     @app.page(METRICS_PATH, name="prometheus_metrics")
     async def prometheus_metrics(web: Any, request: Any) -> Any:
