@@ -9,7 +9,9 @@ figure is the capacity, not the offered rate). Measured per run:
   * throughput: jobs with a decision / the span over which decisions arrived;
   * decision latency: submitted -> decision made (the decision's own ts), p50 / p99;
   * worker time per decision (`worker_us`, router + placer stages), p50 / p99;
-  * CPU of the broker and of each worker, and the machine's load average.
+  * CPU of the broker and of each worker, and the machine's load average; CPU ms per decided
+    job (the fleet's telemetry included), which load on a shared machine changes far less
+    than it changes jobs/s.
 The history sink is off (it is measured by bench/history.py): this is the scheduler alone.
 Writes bench/results/scaleout.json (and `--out FILE` if given).
 """
@@ -85,13 +87,26 @@ def run_once(n_workers: int, args: Any) -> dict[str, Any]:
         stack.spawn("cpu", cpu.run)
         n = int(args.rate * args.seconds)
         jobs = generate_jobs(n, seed=2, regions=regions, mean_duration_s=20.0, prefix="scale")
+        cpu_before = _cpu_seconds(pids)
         t0 = time.time() * 1000
         sent = run_jobgen(cfg, jobs, rate_per_s=args.rate, stop=threading.Event())
         deadline = time.monotonic() + args.drain
         while len(clock.first) < sent and time.monotonic() < deadline:
             time.sleep(0.2)
+        cpu_used = {k: v - cpu_before[k] for k, v in _cpu_seconds(pids).items()}
         stack.check_worker()
-    return summarise(n_workers, clock, sent, t0, split_s, cpu.samples, load_before)
+    run = summarise(n_workers, clock, sent, t0, split_s, cpu.samples, load_before)
+    decided = max(1, run["jobs_decided"])
+    workers_s = sum(v for k, v in cpu_used.items() if k != "broker")
+    run["cpu_s"] = {k: round(v, 2) for k, v in cpu_used.items()}
+    # CPU per decided job (telemetry of the fleet included): load-independent, unlike jobs/s
+    run["worker_cpu_ms_per_job"] = round(workers_s * 1000 / decided, 2)
+    run["broker_cpu_ms_per_job"] = round(cpu_used.get("broker", 0.0) * 1000 / decided, 2)
+    return run
+
+
+def _cpu_seconds(pids: dict[str, int | None]) -> dict[str, float]:
+    return {k: CpuSampler._cpu_s(p) for k, p in pids.items() if p}
 
 
 def summarise(
@@ -108,9 +123,7 @@ def summarise(
     span_s = (max(decided_at) - t0) / 1000 if rows else float("nan")
     latency = percentiles([d["ts"] - d["submitted_ts"] for _, d in rows])
     worker = percentiles([d["worker_us"] / 1000 for _, d in rows])
-    mean_cpu = {
-        k: round(sum(s[k] for s in cpu) / len(cpu), 1) for k in (cpu[0] if cpu else {})
-    }
+    mean_cpu = {k: round(sum(s[k] for s in cpu) / len(cpu), 1) for k in (cpu[0] if cpu else {})}
     return {
         "workers": n_workers,
         "jobs_submitted": sent,
@@ -161,7 +174,8 @@ def main() -> None:
             f"{run['workers']} worker(s): {run['jobs_per_s']} jobs/s "
             f"({run['jobs_decided']}/{run['jobs_submitted']}), decision p50 "
             f"{run['decision_p50_ms']} ms p99 {run['decision_p99_ms']} ms, worker p99 "
-            f"{run['worker_p99_ms']} ms, cpu {run['cpu_pct_mean']}, load {run['loadavg_after']}"
+            f"{run['worker_p99_ms']} ms, worker cpu {run['worker_cpu_ms_per_job']} ms/job, "
+            f"broker cpu {run['broker_cpu_ms_per_job']} ms/job, load {run['loadavg_after']}"
         )
     print(f"wrote {path}")
 
