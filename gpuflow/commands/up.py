@@ -64,11 +64,14 @@ def up(
         write_stack_file(stack.config)
         cfg = stack.config
         pids = ",".join(str(w.pid) for w in stack.workers) or "-"
+        web = ", ".join(f"{w.config.worker.web_host}:{w.config.worker.web_port}/ui/"
+                        for w in stack.workers)  # fmt: skip
         console.print(
             f"[bold]gpuflow[/bold] broker {cfg.kafka.bootstrap_servers}  "
             f"worker{'s' if len(stack.workers) > 1 else ''} pid {pids}  "
             f"{len(fleet_obj.nodes)} nodes in {len(fleet_obj.spec.regions)} regions  "
-            f"logs {cfg.data_dir}"
+            f"logs {cfg.data_dir}\n  web view http://{web}",
+            highlight=False,
         )
         from agents import run_fleet
 
