@@ -58,6 +58,7 @@ class Runtime:
         if self.dirty:
             self.dirty = False
             self._ready.clear()
+            self._fleet_caught_up.clear()  # regions gained in a rebalance: know their nodes
             self._preparing = None
         if not self._ready.is_set():
             if self._preparing is None:
@@ -73,8 +74,9 @@ class Runtime:
             None, read_final_decisions, self.config.kafka, self.codec
         )
         ended = await loop.run_in_executor(None, read_ended_jobs, self.config.kafka, self.codec)
-        self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends)
-        self.scheduler.rebuild(logged, ended, self._owns())
+        owned = self.ownership.partitions() if self.ownership is not None else None
+        self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends, owned)
+        self.scheduler.rebuild(logged, ended, self._owns(owned))
         METRICS.rebalances.inc()
         self.fleet.stale &= set(self.scheduler.nodes)
         if self.remote is not None:  # the router must know every region before it decides
@@ -82,23 +84,28 @@ class Runtime:
         self._ready.set()
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
 
-    def _owns(self) -> Callable[[str], bool]:
-        """Regions this worker owns since the last rebalance (all, before any assignment)."""
-        if self.ownership is None:
+    def _owns(self, owned: frozenset[int] | None) -> Callable[[str], bool]:
+        """Regions on the partitions this worker owns (all of them without an assignment)."""
+        if self.ownership is None or owned is None:
             return lambda region: True
-        ownership, parts = self.ownership, self.ownership.partitions()
-        log.info("owning partitions=%s", sorted(parts))
-        return lambda region: ownership.owns(region, parts)
+        ownership = self.ownership
+        log.info("owning partitions=%s", sorted(owned))
+        return lambda region: ownership.owns(region, owned)
 
-    def _inventory_ends(self) -> dict[int, int]:
-        """Offsets the inventory agent must reach: the log's end, minus what it had committed.
+    def _inventory_ends(self, owned: frozenset[int] | None = None) -> dict[int, int]:
+        """Offsets the inventory agent must reach: the log's end, minus what it had committed,
+        on the partitions this worker owns (another worker's never reach this one).
 
         After a restart the agent resumes at its committed offsets and the tables already hold
         the rest, so a partition whose commit is at the end is caught up without new events.
         """
         ends = end_offsets(self.config.kafka, NODE_INVENTORY)
         done = committed_offsets(self.config.kafka, self.config.worker.app_id, NODE_INVENTORY)
-        return {p: end for p, end in ends.items() if done.get(p, 0) < end}
+        return {
+            p: end
+            for p, end in ends.items()
+            if done.get(p, 0) < end and (owned is None or p in owned)
+        }
 
     def inventory_caught_up(self) -> bool:
         return all(
