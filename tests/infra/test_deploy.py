@@ -69,7 +69,8 @@ def check_gpuflow_env(env: dict[str, str], where: str) -> Any:
 
 def worker_paths() -> set[str]:
     app, _ = create_app(load_config(env={}, kafka={"bootstrap_servers": "127.0.0.1:9"}))
-    return {r.canonical for r in app.web.web_app.router.resources()}
+    web: Any = app.web  # Faust's aiohttp driver: its routes are the worker's pages
+    return {r.canonical for r in web.web_app.router.resources()}
 
 
 def cli_commands() -> set[str]:
