@@ -15,7 +15,7 @@ from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
-from streams.ledger import read_ended_jobs, read_final_decisions
+from streams.ledger import read_ended_jobs, read_final_decisions, read_routed_attempts
 from streams.metrics import Metrics
 from streams.metrics_page import note_sent
 from streams.outbox import Outgoing
@@ -74,9 +74,13 @@ class Runtime:
             None, read_final_decisions, self.config.kafka, self.codec
         )
         ended = await loop.run_in_executor(None, read_ended_jobs, self.config.kafka, self.codec)
+        routed = await loop.run_in_executor(
+            None, read_routed_attempts, self.config.kafka, self.codec
+        )
         owned = self.ownership.partitions() if self.ownership is not None else None
         self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends, owned)
         self.scheduler.rebuild(logged, ended, self._owns(owned))
+        self.scheduler.note_routed(routed)
         METRICS.rebalances.inc()
         self.fleet.stale &= set(self.scheduler.nodes)
         if self.remote is not None:  # the router must know every region before it decides

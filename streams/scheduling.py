@@ -61,6 +61,8 @@ class Scheduler:
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
         self.final: set[str] = set()
+        # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
+        self.routed_attempts: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
@@ -120,6 +122,16 @@ class Scheduler:
             len(self.queue),
         )
 
+    def note_routed(self, attempts: Mapping[str, int]) -> None:
+        """Remember how far each undecided job got through the regions (from the routed log).
+
+        With several workers a replayed record must not start a second path for a job: a
+        router that takes over a `jobs.submitted` partition would route an already routed
+        job again (maybe to another region and worker), and a placer that takes over a region
+        would decide a RoutedJob its predecessor had already forwarded to another region.
+        """
+        self.routed_attempts = {j: a for j, a in attempts.items() if j not in self.final}
+
     def forget_unowned(self, owns: Callable[[str], bool]) -> list[str]:
         """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
         from memory only (the owner recovers them from the changelog); the nodes dropped."""
@@ -166,7 +178,7 @@ class Scheduler:
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
         job_id = job["job_id"]
-        if job_id in self.final:
+        if job_id in self.final or job_id in self.routed_attempts:  # decided, or on its way
             return []
         submitted_ts = int(job["ts"])
         problems = job_problems(job)
@@ -218,6 +230,8 @@ class Scheduler:
         job_id, region = job["job_id"], routed["region"]
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
+        if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
+            return []  # a replay: this job was already forwarded past this region
         result = self.placer.place(job_spec(job), region)
         if result.placed:
             placed = self._commit(routed, result, started_ns)

@@ -109,3 +109,23 @@ def test_entries_go_to_their_regions_changelog_partition_outside_any_event(table
     ]
     table.forget_local(["j2"])  # dropped from memory, nothing written
     assert "j2" not in table and len(table.sent) == 3
+
+
+def routed(job_id: str, region: str, attempt: int) -> dict[str, Any]:
+    job = {"event_id": f"e-{job_id}", "ts": 1_000, "job_id": job_id, "gpu_count": 1,
+           "gpu_milli": 1000, "kind": "TRAINING", "precision": "FP16"}  # fmt: skip
+    return {"job": job, "region": region, "candidates": [], "attempt": attempt,
+            "submitted_ts": 1_000, "refusals": {}, "queue_region": None}  # fmt: skip
+
+
+def test_replays_after_a_takeover_do_not_start_a_second_path_for_a_job() -> None:
+    # a dead worker had routed j1 and forwarded j2 from region a (attempt 1) to b (attempt 2)
+    s = scheduler()
+    s.rebuild({})
+    s.note_routed({"j1": 1, "j2": 2, "done": 1})
+    assert s.route(routed("j1", "a", 1)["job"], started_ns=0) == []  # not routed again
+    assert s.place(routed("j2", "a", 1), started_ns=0) == []  # already past region a
+    [decision] = s.place(routed("j2", "b", 2), started_ns=0)  # its live path goes on
+    assert decision.record["outcome"] == "PLACED" and decision.record["region"] == "b"
+    [fresh] = s.route(routed("j3", "a", 1)["job"], started_ns=0)  # new jobs route as ever
+    assert fresh.record["job"]["job_id"] == "j3"
