@@ -9,8 +9,9 @@ import shutil
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
-from harness import Running, submit_jobs
+from harness import Running, submit_jobs, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +76,16 @@ def _status(state: str) -> Any:
 
 def test_ui_shows_live_data_and_survives_a_worker_restart(running: Running, browser: Any) -> None:
     w = running.config.worker
-    browser.get(f"http://{w.web_host}:{w.web_port}/ui/")
+    url = f"http://{w.web_host}:{w.web_port}/ui/"
+
+    def serving() -> bool:  # the worker process is started, its web server may not be yet
+        try:
+            return httpx.get(url, timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    assert wait_for(serving, 120), running.worker.log_tail()
+    browser.get(url)
     regions = [r.name for r in running.fleet.spec.regions]
 
     def every_region(d: Any) -> bool:
