@@ -62,6 +62,10 @@ class NetworkView:
             self.placed[job_id] = tuple(flows)
         self._version = -1
 
+    def clear(self) -> None:
+        self.placed.clear()
+        self._version = -1
+
     def note_released(self, job_id: str) -> None:
         if self.placed.pop(job_id, None) is not None:
             self._version = -1
