@@ -211,8 +211,8 @@ class _Events:
         new level."""
         order = np.argsort(sat)
         order = order[np.isfinite(sat[order])]
-        blocked = np.tril(self.shares[np.ix_(order, order)], -1).any(axis=1)
-        blocked[0] = False
+        blocked = np.asarray(np.tril(self.shares[np.ix_(order, order)], -1).any(axis=1))
+        blocked[0] = False  # the lowest always freezes
         chosen = order[~blocked]
         level = max(level, float(sat[order[0]]))
         entries = self.by_link[_ranges(self.e_start[chosen], self.e_len[chosen])]
