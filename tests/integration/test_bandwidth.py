@@ -166,8 +166,8 @@ def test_phase_change_moves_quota_within_a_round(config: Config, tmp_path: Path)
                 seen.append(rounds)
             return bool(seen)
 
-        assert wait_for(saw_phase, 10, 0.05)
-        assert wait_for(jh_rose, 10), bandwidth.records[-8:]
+        assert wait_for(saw_phase, 30, 0.05), worker.log_tail()
+        assert wait_for(jh_rose, 30), bandwidth.records[-8:]
         rose = _latest(bandwidth.records, "jh", "a>b")
         fell = _latest(bandwidth.records, "ja", "a>b")
         assert rose is not None and fell is not None
@@ -177,7 +177,9 @@ def test_phase_change_moves_quota_within_a_round(config: Config, tmp_path: Path)
         # showed it, or the next one
         page = httpx.get(f"{url}/bandwidth/", timeout=5).json()
         assert page["jobs"]["jh"]["changed_in_round"] <= seen[0] + 1, (page, seen[0])
-        assert rose["ts"] - phase_ts < 5000  # and in wall-clock time, on a loaded box
+        # wall clock: ~1.2 s measured here at load average 10 (round 0.5 s + the hop + a
+        # loaded worker); bounded loosely, the round count above is the real check
+        assert rose["ts"] - phase_ts < 15_000, rose["ts"] - phase_ts
         assert rose["gbps"] + fell["gbps"] == pytest.approx(ALLOCATABLE, abs=1e-6)
 
         # congestion: telemetry says 10 of 20G are cross traffic -> 19 - 10 = 9 allocatable
@@ -188,7 +190,7 @@ def test_phase_change_moves_quota_within_a_round(config: Config, tmp_path: Path)
             q = _latest(bandwidth.poll(), "jh", "a>b")
             return q is not None and q["gbps"] <= 9.0 + 1e-6
 
-        assert wait_for(shrank, 10), bandwidth.records[-8:]
+        assert wait_for(shrank, 30), bandwidth.records[-8:]
         sums = _in_force_after_each_round(bandwidth.poll(1.0))
         assert max(sums["b>a"]) <= ALLOCATABLE + 1e-6
         assert max(sums["a>b"]) <= ALLOCATABLE + 1e-6
