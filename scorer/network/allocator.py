@@ -130,7 +130,11 @@ class BandwidthAllocator:
 
     # ---- jobs ------------------------------------------------------------------------------
     def set_job(self, job_id: str, flows: Sequence[Flow], phase: str = "COMM") -> None:
-        """Replace a job's flows (a start, or a move); a job without flows is removed."""
+        """Replace a job's flows (a start, or a move); a job without flows is removed. The same
+        flows again (a repeated STARTED) only set the phase: its quotas stay as they are."""
+        if flows and self.flows_of(job_id) == list(flows):
+            self.set_phase(job_id, phase)
+            return
         self.remove(job_id)
         if not flows:
             return

@@ -102,10 +102,11 @@ class QuotaLedger:
         in_force[forced] = gbps[forced]
         until = np.where(reason >= 0, now_ms + int(h.ttl_s * 1000), until_old)
         gone = ~_match(keys, self._keys)[0]  # in force, no longer wanted
-        out = self._revocations(gone, now_ms)  # decreases first, then the other changes
+        fresh = {k: alloc.label(k) for k in keys[reason == 0].tolist()}
+        replaced = self._replaced(gone, fresh, keys, old)
+        out = self._revocations(gone, now_ms, replaced)  # decreases first
         out += self._changes(alloc, keys, gbps, old, reason, now_ms + int(h.ttl_s * 1000))
-        for k in keys[reason == 0].tolist():
-            self._labels[k] = alloc.label(k)
+        self._labels.update(fresh)
         self._keys, self._gbps, self._until, self._comm = keys.copy(), in_force, until, comm.copy()
         return out
 
@@ -139,17 +140,40 @@ class QuotaLedger:
                 until,
                 "COMM" if c else "COMPUTE",
                 REASONS[r],
-                None if r == 0 else o,
+                None if r == 0 and o == 0 else o,
                 dm,
             )
             for j, lk, g, c, r, o, dm in rows
         ]
 
-    def _revocations(self, gone: np.ndarray, now_ms: int) -> list[QuotaChange]:
+    def _replaced(
+        self,
+        gone: np.ndarray,
+        fresh: Mapping[int, tuple[str, str]],
+        keys: np.ndarray,
+        old: np.ndarray,
+    ) -> set[tuple[str, str]]:
+        """(job, link)s re-added under a new job index (a restart or a move): the new quota
+        replaces the one in force, so it is not revoked, and its previous rate goes into `old`
+        so a replacement that shrinks is ordered with the decreases."""
+        before = {
+            self._labels[k]: g
+            for k, g in zip(self._keys[gone].tolist(), self._gbps[gone].tolist(), strict=True)
+        }
+        both = {k: before[lab] for k, lab in fresh.items() if lab in before}
+        if both:
+            old[np.searchsorted(keys, list(both))] = list(both.values())
+        return {fresh[k] for k in both}
+
+    def _revocations(
+        self, gone: np.ndarray, now_ms: int, replaced: set[tuple[str, str]]
+    ) -> list[QuotaChange]:
         out = []
         for i in np.flatnonzero(gone).tolist():
             key = int(self._keys[i])
             job, link = self._labels.pop(key)
+            if (job, link) in replaced:
+                continue
             phase = "COMM" if self._comm[i] else "COMPUTE"
             out.append(QuotaChange(job, link, 0.0, now_ms, phase, "revoke", float(self._gbps[i])))
         return out

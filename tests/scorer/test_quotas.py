@@ -76,3 +76,35 @@ def test_quotas_in_force_never_exceed_capacity(rounds: list[tuple[float, ...]], 
 def test_bad_hysteresis_is_refused() -> None:
     with pytest.raises(NetworkError):
         Hysteresis(ttl_s=5, renew_before_s=10)
+
+
+def test_a_job_added_again_is_not_revoked_and_reissued() -> None:
+    from scorer.network import BandwidthAllocator, Flow, Link, LinkGraph
+
+    alloc = BandwidthAllocator(LinkGraph([Link("a", "b", 50, 20)]))
+    ledger = QuotaLedger(H)
+    flows = [Flow("x", "a", "b")]
+    alloc.set_job("x", flows)
+    assert [c.reason for c in ledger.decide_arrays(alloc.allocate(), T0)] == ["new"]
+    alloc.set_job("x", flows)  # a repeated STARTED: nothing changes
+    assert ledger.decide_arrays(alloc.allocate(), T0 + 500) == []
+    alloc.remove("x")
+    alloc.set_job("x", [Flow("x", "a", "b", peak_gbps=5.0)])  # moved: new index, same link
+    out = ledger.decide_arrays(alloc.allocate(), T0 + 1000)
+    # replaces the 19 Gbit/s in force (20 x 0.95 headroom), no revocation
+    assert [(c.reason, c.gbps, c.previous_gbps) for c in out] == [("new", 5.0, 19.0)]
+
+
+def test_a_shrinking_replacement_comes_before_anothers_increase() -> None:
+    from scorer.network import BandwidthAllocator, Flow, Link, LinkGraph
+
+    alloc = BandwidthAllocator(LinkGraph([Link("a", "b", 50, 20)]))  # 19 allocatable
+    ledger = QuotaLedger(H)
+    alloc.set_job("x", [Flow("x", "a", "b")])
+    alloc.set_job("y", [Flow("y", "a", "b")])
+    ledger.decide_arrays(alloc.allocate(), T0)  # 9.5 each
+    alloc.remove("x")
+    alloc.set_job("x", [Flow("x", "a", "b", peak_gbps=2.0)])  # moved: x 2, y 19 - 2 = 17
+    out = ledger.decide_arrays(alloc.allocate(), T0 + 1000)
+    # in order: x 9.5 -> 2 first (9.5 + 2 = 11.5 <= 19), then y 9.5 -> 17 (2 + 17 = 19)
+    assert [(c.job_id, c.reason, c.gbps) for c in out] == [("x", "new", 2.0), ("y", "change", 17.0)]
