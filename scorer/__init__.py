@@ -32,13 +32,8 @@ from scorer.registry import (
 )
 from scorer.router import rank_regions
 from scorer.state import ClusterState
-from scorer.throughput import (
-    GAVEL_CSV,
-    ThroughputModel,
-    gavel_throughputs,
-    load_gavel_csv,
-    memory_need_mib,
-)
+from scorer.memory import MemoryNeed, memory_advice, memory_need, memory_need_mib, memory_refusal
+from scorer.throughput import GAVEL_CSV, ThroughputModel, gavel_throughputs, load_gavel_csv
 from scorer.types import Assignment, JobSpec, NodeSpec, PlacementResult, RegionView
 from scorer.weights import job_weights
 
@@ -59,6 +54,7 @@ __all__ = [
     "GpuflowError",
     "Insufficient",
     "InvalidSpecError",
+    "MemoryNeed",
     "JobSpec",
     "NodeSpec",
     "PlacementResult",
@@ -79,7 +75,10 @@ __all__ = [
     "load_catalog",
     "load_gavel_csv",
     "make_placer",
+    "memory_advice",
+    "memory_need",
     "memory_need_mib",
+    "memory_refusal",
     "rank_regions",
     "register_filter",
     "register_score",

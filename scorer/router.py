@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scorer.catalog import Catalog
-from scorer.throughput import ThroughputModel, memory_need_mib
+from scorer.memory import memory_need_mib
+from scorer.throughput import ThroughputModel
 from scorer.types import JobSpec, RegionView
 
 __all__ = ["RegionOption", "rank_regions"]
