@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 Pick = tuple[int, tuple[int, ...], int]  # slot, GPU indices, milli per GPU
-USER_CHOICES = ("gpu_model", "region")  # filters applying the job's own allow-lists
+USER_CHOICES = ("gpu_model", "region", "software_stack")  # the job's own constraints
 BREAKDOWN_TOP = 4
 
 
@@ -124,7 +124,7 @@ def filter_reasons(
     for plugin, mask in masks:
         if plugin.name in USER_CHOICES:
             admitted &= mask
-    ranked: list[tuple[tuple[bool, int], str]] = []
+    ranked: list[tuple[tuple[int, int], str]] = []
     for plugin, mask in masks:
         refused = np.flatnonzero(~mask)
         if not refused.size:
@@ -135,7 +135,9 @@ def filter_reasons(
         pick = getattr(plugin, "example", None)
         example = int(pick(ctx, pool)) if pick else int(pool[0])
         line = f"{plugin.name}: {plugin.explain(ctx, example)} ({refused.size} of {total} nodes)"
-        ranked.append(((user, -int(in_scope.size)), line))
+        # refusing allowed nodes decides; then the job's own constraints; then the rest
+        rank = 1 if user else (0 if in_scope.size else 2)
+        ranked.append(((rank, -int(in_scope.size if not user else refused.size)), line))
     return [line for _, line in sorted(ranked, key=lambda r: r[0])]
 
 

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from scorer.errors import InvalidSpecError
+from scorer.stacks import parse_stack
 
 __all__ = [
     "FINETUNES",
@@ -119,6 +120,7 @@ class JobSpec:
         _freeze(self, "finetune", choice(self.finetune, FINETUNES, "finetune"))
         _freeze(self, "optimizer", choice(self.optimizer, OPTIMIZERS, "optimizer"))
         _freeze(self, "software_stack", str(self.software_stack or "portable").strip().lower())
+        parse_stack(self.software_stack)  # raises InvalidSpecError naming the field
         if self.micro_batch < 0 or self.seq_len < 0:
             raise InvalidSpecError(f"job {self.job_id}: micro_batch and seq_len must be >= 0")
         _freeze(self, "allowed_gpu_models", tuple(self.allowed_gpu_models))
@@ -163,9 +165,11 @@ class NodeSpec:
     price_per_gpu_hour: float = 0.0
     # -- issue 16: software stack ("cuda-12.4", "rocm-6.1", "cann-8.0"; "" = by GPU vendor)
     software_stack: str = ""
+    compute_capability: str | None = None  # "9.0"; None = the catalogue's figure
 
     def __post_init__(self) -> None:
         _freeze(self, "software_stack", str(self.software_stack or "").strip().lower())
+        parse_stack(self.software_stack)
         islands = tuple(tuple(int(g) for g in island) for island in self.nvlink_islands)
         _freeze(self, "nvlink_islands", islands)
         if self.gpu_count < 0:
