@@ -90,7 +90,9 @@ class _Homes:
     def __call__(self, stack: str, precision: str) -> list[str]:
         key = (stack, precision)
         if key not in self._cache:
-            self._cache[key] = [r.name for r in self.fleet.regions if self._runs(r, stack, precision)]
+            self._cache[key] = [
+                r.name for r in self.fleet.regions if self._runs(r, stack, precision)
+            ]
         return self._cache[key]
 
     @staticmethod

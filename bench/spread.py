@@ -16,7 +16,7 @@ import argparse
 import heapq
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +115,7 @@ def _summary(sim: _Run, nodes: list[dict[str, Any]], seconds: float) -> dict[str
     gpus: Counter[tuple[str, str]] = Counter()
     for nd in nodes:
         gpus[(nd["region"], nd["gpu_model"])] += nd["gpu_count"]
-    busy: Counter[tuple[str, str]] = Counter()  # GPU-seconds held within the window
+    busy: dict[tuple[str, str], float] = defaultdict(float)  # GPU-seconds held in the window
     for key, held, start, end in sim.held:
         busy[key] += held * max(0.0, min(end, seconds) - start)
     total = sum(sim.placed.values()) or 1

@@ -17,6 +17,7 @@ from gpuflow.commands.agent import agent
 from gpuflow.commands.jobs import submit, topics, watch
 from gpuflow.commands.replay import replay
 from gpuflow.commands.sql import sql
+from gpuflow.commands.top import top
 from gpuflow.commands.up import up
 from scorer.errors import GpuflowError
 
@@ -38,6 +39,7 @@ app.command("topics")(topics)
 app.command("agent")(agent)
 app.command("sql")(sql)
 app.command("replay")(replay)
+app.command("top")(top)
 
 
 @app.command("worker")

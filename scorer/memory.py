@@ -2,10 +2,10 @@
 
 Per GPU, in bytes (P parameters, t tensor and p pipeline degree, d data-parallel degree):
 
-- weights: P / (t·p) × bytes per weight (2 for 16-bit training, 4 for FP32/TF32; for
+- weights: P / (t·p) x bytes per weight (2 for 16-bit training, 4 for FP32/TF32; for
   inference the precision's own width; QLoRA's 4-bit base 0.55 with its quantisation constants)
-- gradients: trainable / (t·p) × bytes per weight (LoRA trains ~0.5 % of P; frozen weights none)
-- optimizer: trainable / (t·p) × bytes per trainable parameter: Adam 12 in mixed precision
+- gradients: trainable / (t·p) x bytes per weight (LoRA trains ~0.5 % of P; frozen weights none)
+- optimizer: trainable / (t·p) x bytes per trainable parameter: Adam 12 in mixed precision
   (fp32 master + two moments) or 8 in FP32; 8-bit Adam 6 / 2; SGD with momentum 8 / 4;
   offloaded: 0 (master and moments live in host memory)
 - sharding over d: ZeRO-1 divides the optimizer by d, ZeRO-2 also the gradients, ZeRO-3/FSDP
@@ -14,7 +14,7 @@ Per GPU, in bytes (P parameters, t tensor and p pipeline degree, d data-parallel
   attention, sequence parallel; Korthikanti et al. 2022) for all L layers in flight (1F1B
   keeps p micro-batches of L/p layers on the first stage); with checkpointing 2·s·b·h per layer
   plus one layer recomputed; doubled in FP32
-- KV cache (inference): 2 · L · kv_heads · head_dim · context · batch × bytes / (t·p)
+- KV cache (inference): 2 · L · kv_heads · head_dim · context · batch x bytes / (t·p)
 - framework overhead: 1.5 GiB (CUDA context, NCCL/cuBLAS workspaces, allocator slack)
 
 Defaults a user need not declare: sharding FSDP for training over more than one data-parallel
@@ -263,7 +263,9 @@ def _variants(job: JobSpec) -> list[tuple[str, JobSpec]]:
         if job.finetune != "QLORA":
             out.append(("with QLoRA", replace(job, finetune="QLORA")))
         if not checkpointing(job):
-            out.append(("with activation checkpointing", replace(job, activation_checkpointing=True)))
+            out.append(
+                ("with activation checkpointing", replace(job, activation_checkpointing=True))
+            )
     elif BYTES_PER_PARAM.get(job.precision, 4) > 1:
         out.append(("in FP8 or INT8", replace(job, precision="INT8")))
     return out

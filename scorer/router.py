@@ -138,8 +138,12 @@ def rank_regions(
     throughput: ThroughputModel | None = None,
     porting_penalties: Mapping[str, float] = DEFAULT_PENALTIES,
 ) -> list[tuple[str, float]]:
-    """Regions the job may use (allowed_regions), best first, with 0..100 scores."""
+    """Regions the job may use (allowed_regions), best first, with 0..100 scores.
+
+    `porting_penalties` override the default penalty of the families they name.
+    """
     throughput = throughput or ThroughputModel()
+    porting_penalties = {**DEFAULT_PENALTIES, **porting_penalties}
     allowed = [r for r in views if not job.allowed_regions or r in job.allowed_regions]
     options = {
         r: _option(job, views[r], throughput.catalog, throughput, porting_penalties)

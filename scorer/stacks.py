@@ -6,9 +6,10 @@ A job built for a stack runs on a node of the same family whose version is at le
 as their user space follows the kernel driver. A CUDA build also runs only on GPUs whose
 architecture its toolkit could target (`CUDA_MAX_SM`: CUDA 10.2 stops at 7.5, Turing; 11.0 at
 8.0, A100; 11.8 at 9.0, Hopper), as framework wheels without PTX for newer parts do ("A100 with
-CUDA capability sm_80 is not compatible with the current PyTorch installation"). A node that declares no stack runs its GPU
-vendor's family at an unknown version, which satisfies any version. A `portable` job runs on
-every stack and pays a porting penalty for each one but its home (see `scores/porting.py`).
+CUDA capability sm_80 is not compatible with the current PyTorch installation"). A node that
+declares no stack runs its GPU vendor's family at an unknown version, which satisfies any
+version. A `portable` job runs on every stack and pays a porting penalty per stack
+(`scores/porting.py`: none on CUDA, where most code is written first).
 """
 
 from __future__ import annotations

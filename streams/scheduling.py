@@ -53,6 +53,7 @@ class Scheduler:
         region_order: Sequence[str] = (),
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
+        porting_penalties: Mapping[str, float] | None = None,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -64,6 +65,7 @@ class Scheduler:
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
+        self.porting_penalties = dict(porting_penalties or {})  # the router's, as the placer's
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
 
     # -- recovery -----------------------------------------------------------------------------
@@ -145,7 +147,9 @@ class Scheduler:
             return self._refuse_unrouted(
                 job, started_ns, [f"invalid job spec: {p}" for p in problems]
             )
-        ranked = rank_regions(job_spec(job), self.region_views())
+        ranked = rank_regions(
+            job_spec(job), self.region_views(), porting_penalties=self.porting_penalties
+        )
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"

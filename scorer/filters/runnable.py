@@ -24,4 +24,6 @@ class RunnableFilter:
         if max(ctx.models.speed[model], ctx.models.speed_spread[model]) > 0:
             return Status.success()
         name = ctx.state.models[model]
-        return Status.unresolvable(f"{ctx.job.job_type or 'the job'} cannot run on {name} (measured 0)")
+        return Status.unresolvable(
+            f"{ctx.job.job_type or 'the job'} cannot run on {name} (measured 0)"
+        )

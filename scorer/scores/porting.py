@@ -1,6 +1,6 @@
 """Score: porting — a portable job runs on any stack, but moving it off its home costs effort.
 
-A `portable` job scores 100 − penalty of the node's stack family (default: CUDA 0, ROCm 20,
+A `portable` job scores 100 - penalty of the node's stack family (default: CUDA 0, ROCm 20,
 CANN 35, any other family 35): it goes to ROCm or CANN when they are worth the porting, not
 merely because they are there. A job built for one stack only reaches nodes of that stack
 (the `software_stack` filter), so it scores 100 everywhere.

@@ -83,7 +83,7 @@ def as_millis(value: Any) -> Any:
 def test_canonical_forms_match_each_library(name: str) -> None:
     schema = default_schemas().get(name)
     assert canonical_form(schema.self_contained) == schema.canonical
-    assert to_parsing_canonical_form(schema.self_contained) == schema.canonical
+    assert to_parsing_canonical_form(dict(schema.self_contained)) == schema.canonical
     library = avro_schema(name)
     assert canonical_form(schema.self_contained, annotated_primitives=True) == (
         library.canonical_form

@@ -6,6 +6,8 @@ Shapes used below (scorer/memory.py's table): Llama 7B 32 layers x 4096 hidden, 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from scorer import JobSpec, memory_advice, memory_need, memory_need_mib, memory_refusal
@@ -16,13 +18,14 @@ OVERHEAD = FRAMEWORK_OVERHEAD_BYTES  # 1.5 GiB = 1,610,612,736 B
 H100 = 81_559  # MiB, as NVML reports an 80 GB H100
 
 
-def train(params: float, **kw: object) -> JobSpec:
-    return JobSpec("j", kind="TRAINING", model_family="llama", params_b=params,
-                   precision="BF16", **kw)  # type: ignore[arg-type]  # fmt: skip
+def train(params: float, **kw: Any) -> JobSpec:
+    return JobSpec(
+        "j", kind="TRAINING", model_family="llama", params_b=params, precision="BF16", **kw
+    )
 
 
-def serve(params: float, **kw: object) -> JobSpec:
-    return JobSpec("j", kind="INFERENCE", model_family="llama", params_b=params, **kw)  # type: ignore[arg-type]
+def serve(params: float, **kw: Any) -> JobSpec:
+    return JobSpec("j", kind="INFERENCE", model_family="llama", params_b=params, **kw)
 
 
 # activations with checkpointing (s = 2048, b = 1): 2·s·h·L + one layer 34·s·h
@@ -35,18 +38,28 @@ CASES = [
     # 7B on one GPU, Adam, mixed precision: 2 + 2 + 12 = 16 B/param = 112e9 B
     ("7B full 1 GPU", train(7), (14e9, 14e9, 84e9, ACT_7B, 0)),
     # 8 GPUs: FSDP by default, every state / 8, plus two gathered layers 2 x 7e9/32 x 2 B
-    ("7B full 8 GPUs", train(7, gpu_count=8), (14e9 / 8 + 2 * 7e9 / 32 * 2, 14e9 / 8, 84e9 / 8,
-                                              ACT_7B, 0)),  # fmt: skip
+    (
+        "7B full 8 GPUs",
+        train(7, gpu_count=8),
+        (14e9 / 8 + 2 * 7e9 / 32 * 2, 14e9 / 8, 84e9 / 8, ACT_7B, 0),
+    ),
     # LoRA: frozen 16-bit base + 0.5 % adapters (35e6) with grads and Adam (2 + 12 B)
     ("7B LoRA 1 GPU", train(7, finetune="LORA"), (14e9 + 35e6 * 2, 35e6 * 2, 35e6 * 12, ACT_7B, 0)),
     # 13B, 8 GPUs, FSDP: 13e9 x 16 / 8 = 26e9 B = 24.2 GiB of states (the "about 24")
-    ("13B full 8 GPUs", train(13, gpu_count=8), (26e9 / 8 + 2 * 13e9 / 40 * 2, 26e9 / 8,
-                                                156e9 / 8, ACT_13B, 0)),  # fmt: skip
+    (
+        "13B full 8 GPUs",
+        train(13, gpu_count=8),
+        (26e9 / 8 + 2 * 13e9 / 40 * 2, 26e9 / 8, 156e9 / 8, ACT_13B, 0),
+    ),
     # declared data parallel without sharding keeps a full replica: 13e9 x 16 = 208e9 B
     ("13B DDP 8 GPUs", train(13, gpu_count=8, sharding="none"), (26e9, 26e9, 156e9, ACT_13B, 0)),
     # ZeRO-1 shards the optimizer only; ZeRO-2 the gradients too
     ("13B ZeRO-1", train(13, gpu_count=8, sharding="zero-1"), (26e9, 26e9, 156e9 / 8, ACT_13B, 0)),
-    ("13B ZeRO-2", train(13, gpu_count=8, sharding="ZERO2"), (26e9, 26e9 / 8, 156e9 / 8, ACT_13B, 0)),
+    (
+        "13B ZeRO-2",
+        train(13, gpu_count=8, sharding="ZERO2"),
+        (26e9, 26e9 / 8, 156e9 / 8, ACT_13B, 0),
+    ),
     # 70B FSDP over 8: 140e9 / 8 + 2 layers 2 x 70e9/80 x 2 B; 1.12e12 / 8 of states
     ("70B full 8 GPUs", train(70, gpu_count=8), (17.5e9 + 3.5e9, 17.5e9, 105e9, ACT_70B, 0)),
     # offloaded optimizer: nothing of Adam stays on the GPU
@@ -56,19 +69,31 @@ CASES = [
     # QLoRA: 4-bit base at 0.55 B/param + adapters 0.35e9 x (2 + 2 + 12)
     ("70B QLoRA 1 GPU", train(70, finetune="QLORA"), (38.5e9 + 0.7e9, 0.7e9, 4.2e9, ACT_70B, 0)),
     # no checkpointing: 34·s·h for every layer = 34 x 2048 x 4096 x 32 = 9.13e9 B
-    ("7B no ckpt", train(7, activation_checkpointing=False), (14e9, 14e9, 84e9,
-                                                              34 * 2048 * 4096 * 32, 0)),  # fmt: skip
+    (
+        "7B no ckpt",
+        train(7, activation_checkpointing=False),
+        (14e9, 14e9, 84e9, 34 * 2048 * 4096 * 32, 0),
+    ),
     # micro-batch 4 x 4096 tokens and TP 2: activations x 8, / 2; weights / 2
-    ("7B b4 s4096 TP2", train(7, micro_batch=4, seq_len=4096, tensor_parallel=2, gpu_count=2),
-     (7e9, 7e9, 42e9, ACT_7B * 8 / 2, 0)),  # fmt: skip
+    (
+        "7B b4 s4096 TP2",
+        train(7, micro_batch=4, seq_len=4096, tensor_parallel=2, gpu_count=2),
+        (7e9, 7e9, 42e9, ACT_7B * 8 / 2, 0),
+    ),
     # serving 7B FP16: weights 14e9; KV 2 x 32 layers x 32 heads x 128 x 4096 tokens x 2 B
     ("serve 7B", serve(7, precision="FP16"), (14e9, 0, 0, 0, 2 * 32 * 32 * 128 * 4096 * 2)),
     # 70B FP16 over TP 4, 16 sequences of 4096: KV 2 x 80 x 8 x 128 x 65,536 x 2 B / 4
-    ("serve 70B TP4 b16", serve(70, precision="FP16", tensor_parallel=4, gpu_count=4, micro_batch=16),
-     (35e9, 0, 0, 0, 2 * 80 * 8 * 128 * 65536 * 2 / 4)),  # fmt: skip
+    (
+        "serve 70B TP4 b16",
+        serve(70, precision="FP16", tensor_parallel=4, gpu_count=4, micro_batch=16),
+        (35e9, 0, 0, 0, 2 * 80 * 8 * 128 * 65536 * 2 / 4),
+    ),
     # FP8 halves the weights and the KV cache
-    ("serve 70B FP8 TP2", serve(70, precision="FP8", tensor_parallel=2, gpu_count=2, micro_batch=16),
-     (35e9, 0, 0, 0, 2 * 80 * 8 * 128 * 65536 / 2)),  # fmt: skip
+    (
+        "serve 70B FP8 TP2",
+        serve(70, precision="FP8", tensor_parallel=2, gpu_count=2, micro_batch=16),
+        (35e9, 0, 0, 0, 2 * 80 * 8 * 128 * 65536 / 2),
+    ),
 ]
 
 
@@ -109,12 +134,18 @@ def test_shapes() -> None:
         (train(70, gpu_count=8), H100, ["on 16 GPUs", "with optimizer offload", "with LoRA"]),
         # a DDP job (196 GiB) fits once sharded (28 GiB), or with the optimizer offloaded:
         # 26e9 + 26e9 B of weights and gradients + activations + overhead = 51 GiB
-        (train(13, gpu_count=8, sharding="NONE"), H100,
-         ["with FSDP", "with optimizer offload", "with LoRA"]),  # fmt: skip
+        (
+            train(13, gpu_count=8, sharding="NONE"),
+            H100,
+            ["with FSDP", "with optimizer offload", "with LoRA"],
+        ),
         # 7B DDP on 2 x 40 GiB: FSDP over 2 leaves 55 GiB; over 4, 112e9 / 4 + 0.875e9 gathered
         # + activations + overhead = 31.3e9 B = 29.2 GiB; offload: 28e9 B + the rest = 28.3 GiB
-        (train(7, gpu_count=2, sharding="NONE"), 40_960,
-         ["on 4 GPUs with FSDP", "with optimizer offload", "with LoRA"]),  # fmt: skip
+        (
+            train(7, gpu_count=2, sharding="NONE"),
+            40_960,
+            ["on 4 GPUs with FSDP", "with optimizer offload", "with LoRA"],
+        ),
         # 70B FP16 serving on one GPU: 130 GiB of weights -> TP 2 (68 GiB) or 1 byte (69 GiB)
         (serve(70, precision="FP16"), H100, ["with tensor_parallel 2 (2 GPUs)", "in FP8 or INT8"]),
         # a 16 GiB GPU: a 7B LoRA needs 15.8 GiB, so only QLoRA (and sharding) fits
