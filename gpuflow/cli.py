@@ -16,6 +16,7 @@ from rich.console import Console
 from gpuflow.commands.agent import agent
 from gpuflow.commands.jobs import submit, topics, watch
 from gpuflow.commands.replay import replay
+from gpuflow.commands.schemas_cmd import schemas_command
 from gpuflow.commands.sql import sql
 from gpuflow.commands.top import top
 from gpuflow.commands.up import up
@@ -40,6 +41,7 @@ app.command("agent")(agent)
 app.command("sql")(sql)
 app.command("replay")(replay)
 app.command("top")(top)
+app.command("schemas")(schemas_command)
 
 
 @app.command("worker")

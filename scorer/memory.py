@@ -287,9 +287,32 @@ def memory_advice(job: JobSpec, have_mib: float, limit: int = 3) -> list[str]:
     return found[:limit]
 
 
+_REFUSALS: dict[tuple[object, ...], str] = {}
+
+
+def _memory_key(job: JobSpec) -> tuple[object, ...]:
+    """The fields the estimate and the advice depend on (not the job's id)."""
+    return (
+        job.kind, job.params_b, job.precision, job.model_family, job.gpu_count, job.gpu_milli,
+        job.data_parallel, job.tensor_parallel, job.pipeline_parallel, job.min_gpu_memory_mib,
+        job.sharding, job.finetune, job.optimizer, job.optimizer_offload, job.micro_batch,
+        job.seq_len, job.activation_checkpointing,
+    )  # fmt: skip
+
+
 def memory_refusal(job: JobSpec, have_mib: float, model: str = "the GPU") -> str:
     """'needs 138 GiB per GPU, H100 has 79.6 GiB; fits on 16 GPUs, with optimizer offload,
-    or with LoRA' (one line)."""
+    or with LoRA' (one line). Cached: a queued job is explained again on every retry."""
+    key = (_memory_key(job), float(have_mib), model)
+    line = _REFUSALS.get(key)
+    if line is None:
+        if len(_REFUSALS) >= 4096:
+            _REFUSALS.clear()
+        line = _REFUSALS[key] = _refusal(job, have_mib, model)
+    return line
+
+
+def _refusal(job: JobSpec, have_mib: float, model: str) -> str:
     need = memory_need_mib(job)
     head = f"needs {gib(need)} per GPU, {model} has {gib(have_mib)}"
     advice = memory_advice(job, have_mib)

@@ -120,10 +120,10 @@ def filter_reasons(
     those (its `example` when it has one: the memory filter picks the largest GPU).
     """
     total = ctx.slots.shape[0]
+    user_masks = [(p.name, m) for p, m in masks if p.name in USER_CHOICES]
     admitted = np.ones(total, bool)
-    for plugin, mask in masks:
-        if plugin.name in USER_CHOICES:
-            admitted &= mask
+    for _, mask in user_masks:
+        admitted &= mask
     ranked: list[tuple[tuple[int, int], str]] = []
     for plugin, mask in masks:
         refused = np.flatnonzero(~mask)
@@ -131,7 +131,14 @@ def filter_reasons(
             continue
         user = plugin.name in USER_CHOICES
         in_scope = refused if user else refused[admitted[refused]]
-        pool = ctx.slots[in_scope if in_scope.size else refused]
+        # the example: a node the job's other constraints allow ("K80 runs cuda-11.4" rather
+        # than a node of a GPU model the job excluded anyway)
+        others = np.ones(total, bool)
+        for name, other in user_masks:
+            if name != plugin.name:
+                others &= other
+        preferred = refused[others[refused]]
+        pool = ctx.slots[preferred if preferred.size else refused]
         pick = getattr(plugin, "example", None)
         example = int(pick(ctx, pool)) if pick else int(pool[0])
         line = f"{plugin.name}: {plugin.explain(ctx, example)} ({refused.size} of {total} nodes)"
