@@ -110,6 +110,7 @@ class WorkerConfig:
     web_host: str = "127.0.0.1"
     web_port: int = 6066
     summary_interval_s: float = 1.0
+    replan_interval_s: float = 5.0  # the scheduler's timer: queue sweeps, re-planning passes
     stale_after_s: float = 10.0  # node heartbeat missing this long => unhealthy
     stall_after_s: float = 30.0  # fetched records not reaching a stream this long => not live
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
