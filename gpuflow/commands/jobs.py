@@ -66,7 +66,7 @@ def submit(
         bool | None, typer.Option("--checkpointing/--no-checkpointing", help="Recompute.")
     ] = None,
     stack: Annotated[str | None, typer.Option(help="Built for: cuda-12.1, rocm-6.0...")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the decision.")] = 30.0,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the decision.")] = 60.0,
     data_dir: Annotated[Path, typer.Option(help="Where `gpuflow up` runs.")] = Path("gpuflow-data"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     dry_run: Annotated[

@@ -41,10 +41,10 @@ def test_dry_run_sends_nothing_and_top_shows_the_stack(running: Running) -> None
     write_stack_file(running.config)  # what `gpuflow up` writes: the broker and the web page
     submit_jobs(running.config, [{"job_id": f"warm-{i}", "gpu_count": 1} for i in range(5)], 20)
     decisions = TopicReader(running.config, DECISIONS_PLACEMENT)
-    assert wait_for(lambda: len(final_decisions(decisions.poll())) >= 5, 90), (
+    assert wait_for(lambda: len(final_decisions(decisions.poll())) >= 5, 240), (
         running.worker.log_tail()
     )
-    assert wait_for(lambda: _ready(running), 60), running.state()
+    assert wait_for(lambda: _ready(running), 180), running.state()
     kafka = running.config.kafka
     before = {t: end_offsets(kafka, t) for t in (JOBS_SUBMITTED, JOBS_ROUTED)}
 
@@ -107,7 +107,7 @@ def _read_until(fd: int, needle: str, timeout_s: float) -> str:
 def test_top_refreshes_until_ctrl_c(running: Running) -> None:
     """On a real terminal (a pty): frames keep coming; Ctrl-C leaves with status 0."""
     write_stack_file(running.config)
-    assert wait_for(lambda: _ready(running), 90), running.worker.log_tail()
+    assert wait_for(lambda: _ready(running), 240), running.worker.log_tail()
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuflow", "top", "--interval", "0.5",
@@ -117,7 +117,7 @@ def test_top_refreshes_until_ctrl_c(running: Running) -> None:
     )  # fmt: skip
     os.close(follower)
     try:
-        screen = _read_until(leader, "GPUs by region and model", timeout_s=120)
+        screen = _read_until(leader, "GPUs by region and model", timeout_s=240)
         assert screen.count("GPUs by region and model") >= 2, screen[-3000:]  # it refreshed
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(timeout=20)
