@@ -120,7 +120,7 @@ def test_top_refreshes_until_ctrl_c(running: Running) -> None:
         screen = _read_until(leader, "GPUs by region and model", timeout_s=240)
         assert screen.count("GPUs by region and model") >= 2, screen[-3000:]  # it refreshed
         proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=20)
+        rc = proc.wait(timeout=60)
         err = proc.stderr.read().decode() if proc.stderr else ""
     finally:
         if proc.poll() is None:
