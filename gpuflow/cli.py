@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from gpuflow.commands.agent import agent
+from gpuflow.commands.deploy import create_topics
 from gpuflow.commands.jobs import submit, topics, watch
 from gpuflow.commands.replay import replay
 from gpuflow.commands.schemas_cmd import schemas_command
@@ -42,6 +43,7 @@ app.command("sql")(sql)
 app.command("replay")(replay)
 app.command("top")(top)
 app.command("schemas")(schemas_command)
+app.command("create-topics")(create_topics)
 
 
 @app.command("worker")

@@ -31,12 +31,15 @@ from scorer.errors import GpuflowError, UnknownPluginError
 from streams.activity import register_activity_page
 from streams.consumer_state import consumer_state
 from streams.history_process import HistoryProcess
+from streams.metrics_page import register_metrics_page
+from streams.ownership import Ownership, region_table
 from streams.plan import register_plan_page
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
 from streams.transport import GpuflowApp
 from streams.web import register_sql_proxy
+from streams.webui import register_ui
 
 __all__ = ["create_app"]
 
@@ -103,8 +106,9 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         spec.name: app.topic(spec.name, partitions=config.kafka.partitions, **raw)  # type: ignore[arg-type]
         for spec in TOPICS
     }
+    partition_of = config.kafka.partitioner()
     tables = {
-        name: app.Table(f"{name}", default=None, partitions=config.kafka.partitions)
+        name: region_table(app, name, config.kafka.partitions, partition_of)
         for name in ("reservations", "queue", "nodes")
     }
     state = ClusterState()
@@ -120,10 +124,12 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         porting_penalties=config.worker.porting_penalties,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
-    remote = RemoteRegions(config, codec)
+    remote = RemoteRegions(config, codec, max_age_s=config.worker.remote_view_max_age_s)
     scheduler.remote_views = remote.views
     rt = Runtime(config, codec, scheduler)
     rt.topics = topics
+    rt.ownership = Ownership(partition_of, app.assignor.assigned_actives)
+    rt.remote = remote
 
     def mark_dirty(*_: Any, **__: Any) -> None:
         rt.dirty = True
@@ -134,10 +140,14 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     _register_timers(app, rt)
     _register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
+    history_metrics = history_sql = None
     if config.store.enabled:  # the worker owns the ClickHouse store, through a child process
         history = HistoryProcess(config)
         _run_with_worker(app, history.start, history.stop)
         register_sql_proxy(app, history.url)
+        history_metrics, history_sql = history.metrics_url, history.url
+    register_metrics_page(app, rt, history_metrics)
+    register_ui(app, rt, history_sql)
     return app, rt
 
 
