@@ -327,7 +327,7 @@ class Scheduler:
                     partition_of=self.partition_of,
                 )
             ]
-        reasons = list(result.reasons) or ["no node in any allowed region can ever host this job"]
+        reasons = self._rejection_reasons(job, result)
         return [
             self._final(
                 job,
@@ -341,6 +341,18 @@ class Scheduler:
                 worker_us=worker_us,
             )
         ]
+
+    def _rejection_reasons(self, job: Mapping[str, Any], last: PlacementResult) -> list[str]:
+        """Why a job is rejected, over every region this worker holds: the last region tried
+        may lack the job's GPU model altogether ("H200 is not an allowed GPU model") while the
+        decisive reason is elsewhere ("needs 139 GiB per GPU, H100 has 79.6 GiB")."""
+        everywhere = self.placer.place(job_spec(job), None)
+        reasons = list(everywhere.reasons) if not everywhere.placed else []
+        return (
+            reasons
+            or list(last.reasons)
+            or ["no node in any allowed region can ever host this job"]
+        )
 
     def _final(
         self,

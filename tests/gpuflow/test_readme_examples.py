@@ -140,7 +140,9 @@ def _ready(workdir: Path) -> bool:
 def test_while_it_runs_block_and_the_events_example(workdir: Path) -> None:
     env = {**os.environ, "GPUFLOW_WORKER_WEB_PORT": "0"}
     stack = subprocess.Popen(
-        [sys.executable, "-m", "gpuflow", "up", "--quiet"],
+        # the reader's stack; lighter than the demo's defaults so that the commands, which
+        # queue behind the generator's jobs on the same worker, answer on a shared machine
+        [sys.executable, "-m", "gpuflow", "up", "--quiet", "--nodes", "200", "--rate", "2"],
         cwd=workdir,
         env=env,
         stdout=subprocess.PIPE,
