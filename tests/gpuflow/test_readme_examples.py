@@ -76,7 +76,7 @@ WHILE_IT_RUNS = (
     ),
     Shape(r"watch placement --count 5", rf"{DECISION}.*\n" * 4 + DECISION),
     Shape(r"gpuflow topics", r"gpuflow\.jobs\.submitted .*JobSubmitted"),
-    Shape(r'gpuflow sql "SELECT region', r"^\S*(us-east|us-west|eu-west|ap-southeast)\b"),
+    Shape(r'gpuflow sql "SELECT region', r"│ (us-east|us-west|eu-west|ap-southeast) +│ +\d+ │"),
     Shape(r"top --once", r"GPUs by region and model[\s\S]*Last decisions"),
     Shape(r"gpuflow schemas\b", r"JobSubmitted .* [0-9a-f]{16} .* [0-9a-f]{16}"),
 )
