@@ -20,6 +20,7 @@ from infra.errors import ConfigError
 from infra.topics import RegionPartitioner
 
 __all__ = [
+    "AuthConfig",
     "BrokerConfig",
     "Config",
     "KafkaConfig",
@@ -119,12 +120,37 @@ class WorkerConfig:
 
 
 @dataclass(frozen=True)
+class AuthConfig:
+    """Tenant identity: signed `JobSubmitted` events (schemas.signing, docs/security.md).
+
+    Worker side: `keys` ("tenant:key_id:secret", comma separated) and/or `keys_file` (one entry
+    a line). When any key is configured, every submission must be signed. Client side
+    (`gpuflow submit`): `tenant`, `key_id` and `secret` of the key to sign with.
+    """
+
+    keys: str = ""
+    keys_file: str = ""
+    max_age_s: float = 300.0  # a signed submission older (or newer) than this is refused
+    tenant: str = ""
+    key_id: str = ""
+    secret: str = ""
+
+    def __repr__(self) -> str:  # never print secrets
+        return (
+            f"AuthConfig(keys={'***' if self.keys else ''!r}, keys_file={self.keys_file!r}, "
+            f"max_age_s={self.max_age_s!r}, tenant={self.tenant!r}, key_id={self.key_id!r}, "
+            f"secret={'***' if self.secret else ''!r})"
+        )
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: Path = Path("gpuflow-data")
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
 
     @property
     def store_dsn(self) -> str:
@@ -255,7 +281,7 @@ def load_config(
 def config_env(config: Config) -> dict[str, str]:
     """GPUFLOW_* variables that reproduce `config` in a child process (e.g. the worker)."""
     env = {"GPUFLOW_DATA_DIR": str(config.data_dir.resolve())}
-    for section in ("kafka", "broker", "store", "worker"):
+    for section in ("kafka", "broker", "store", "worker", "auth"):
         values = getattr(config, section)
         for f in dataclasses.fields(values):
             value = getattr(values, f.name)

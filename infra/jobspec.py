@@ -40,6 +40,7 @@ _LIST_FIELDS = ("allowed_gpu_models", "allowed_regions")
 _LONG_FIELDS = ("memory_mib", "total_steps", "deferrable_until_ts")  # Avro long; others are int
 _BOOL_FIELDS = ("preemptible", "cross_region_ok")
 _TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
+_STAMPED = ("event_id", "ts", "schema", "key_id", "signature")  # set when sent, not by users
 
 
 class JobSpecError(InfraError, ValueError):
@@ -130,7 +131,7 @@ def job_record(spec: Mapping[str, Any], *, now_ms: int | None = None) -> dict[st
     record: dict[str, Any] = {}
     for key, value in spec.items():
         name = str(key).replace("-", "_")
-        if name not in fields or name in ("event_id", "ts", "schema"):
+        if name not in fields or name in _STAMPED:
             raise JobSpecError(name, "unknown field")
         record[name] = _coerce(name, value)
     record.setdefault("job_id", f"job-{uuid.uuid4().hex[:12]}")

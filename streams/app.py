@@ -151,6 +151,8 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
         async for event in stream.events():
             started = time.perf_counter_ns()
             record = await rt.decode(event, "JobSubmitted", "router")
+            if record is not None:
+                record = await rt.admit(event, record)  # tenant identity (streams.admission)
             if record is None:
                 continue
             await rt.ensure_ready()

@@ -70,7 +70,8 @@ def read_final_decisions(
     found = {
         r["job_id"]: r
         for r in _read_topic(kafka, codec, topic, timeout_s)
-        if r.get("outcome") in _FINAL
+        # a submission refused at admission (streams.admission) leaves its job id undecided
+        if r.get("outcome") in _FINAL and r.get("admitted", True)
     }
     log.info("ledger read final=%d in_s=%.2f", len(found), time.monotonic() - started)
     return found

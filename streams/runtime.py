@@ -11,8 +11,10 @@ from typing import Any
 from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.kafka import committed_offsets, end_offsets
+from infra.signing import verifier
 from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
+from streams.admission import VERIFIED_TENANT, Admission
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
 from streams.ledger import read_ended_jobs, read_final_decisions
@@ -42,6 +44,7 @@ class Runtime:
         self.dirty = False
         self.metrics = Metrics()
         self.stalls = StallWatch(config.worker.stall_after_s)
+        self.admission = Admission(verifier(config.auth), codec, scheduler.partition_of)
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -123,6 +126,17 @@ class Runtime:
             log.exception("cannot encode dead letter")
             return
         await self.topics[DEADLETTER].send(key=message.key, value=value)
+
+    async def admit(self, event: Any, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The submission with its verified tenant, or None after refusing it (decision + letter)."""
+        verdict = self.admission.check(event.message, record)
+        if verdict.admitted:
+            record[VERIFIED_TENANT] = verdict.tenant
+            return record
+        reason = verdict.reason or "not admitted"
+        await self.dead_letter(event.message, f"not admitted: {reason}", "router")
+        await self.send_all([self.admission.refusal(record, reason)])
+        return None
 
     async def decode(self, event: Any, expected: str, consumer_name: str) -> dict[str, Any] | None:
         """The event's record, or None after dead-lettering it."""

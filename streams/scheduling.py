@@ -163,6 +163,7 @@ class Scheduler:
             "refusals": {},
             "queue_region": None,
             "worker_us": _us_since(started_ns),
+            "verified_tenant": job.get("verified_tenant"),  # set by streams.admission
         }
         return [self._routed(routed)]
 

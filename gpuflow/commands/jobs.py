@@ -15,8 +15,10 @@ from rich.table import Table
 from gpuflow.commands.common import fail, running_config
 from gpuflow.render import decision_line
 from infra.config import Config
+from infra.errors import ConfigError
 from infra.jobspec import JobSpecError, job_record, load_job_file
 from infra.kafka import consumer, producer, topic_offsets
+from infra.signing import signer
 from infra.topics import DECISIONS_PLACEMENT, JOBS_SUBMITTED, TOPICS
 from schemas import DecodeError, make_codec
 
@@ -72,6 +74,7 @@ def submit(
     except JobSpecError as exc:
         raise fail(f"bad job spec: {exc}") from None
     config = running_config(data_dir)
+    record = _signed(config, record)
     decision = _submit_and_wait(config, record, timeout)
     if decision is None:
         raise fail(f"no final decision for {record['job_id']} within {timeout:.0f}s")
@@ -81,6 +84,20 @@ def submit(
         Console().print(decision_line(decision), highlight=False, soft_wrap=True)
     if decision["outcome"] == "REJECTED":
         raise typer.Exit(1)
+
+
+def _signed(config: Config, record: dict[str, Any]) -> dict[str, Any]:
+    """The record signed with the configured tenant key (`[auth]`, GPUFLOW_AUTH_*), if any."""
+    try:
+        key = signer(config.auth)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    if key is None:
+        return record
+    claimed = record.get("tenant")
+    if claimed not in (None, "default", key.key.tenant):
+        raise fail(f"bad job spec: tenant: {claimed!r}, but the signing key is {key.key.tenant!r}'s")
+    return key.sign(record)
 
 
 def _submit_and_wait(config: Config, record: dict[str, Any], timeout: float) -> dict | None:
