@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -57,15 +58,23 @@ def running(config: Config) -> Iterator[Running]:
 
     The regions are pinned one to a partition, as `gpuflow up` does.
     """
+    with run_stack(config) as run:
+        yield run
+
+
+@contextlib.contextmanager
+def run_stack(config: Config, *, nodes: int = 16, executor: bool = True) -> Iterator[Running]:
+    """What the `running` fixture runs, for tests that change the config first."""
     spec = demo_fleet()
     cfg = dataclasses.replace(
         config.with_regions(r.name for r in spec.regions),
         worker=dataclasses.replace(config.worker, web_port=free_port(), stale_after_s=30.0),
     )
-    fleet = SimulatedFleet(spec, generate_nodes(spec, 16, seed=3), seed=3)
+    fleet = SimulatedFleet(spec, generate_nodes(spec, nodes, seed=3), seed=3)
     run = Running(cfg, WorkerProcess(cfg).start(), fleet)
     run.spawn(run_fleet, cfg, fleet)
-    run.spawn(ExecutorTwin(cfg, time_scale=1.0).run)
+    if executor:
+        run.spawn(ExecutorTwin(cfg, time_scale=1.0).run)
     try:
         yield run
     finally:
