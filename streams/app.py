@@ -146,61 +146,67 @@ def _async(fn: Any) -> Any:
 
 
 def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> None:
+    # Each event is processed inside `rt.guard`: a hostile record that trips our logic is
+    # dead-lettered with the exception, and the agent goes on with the next one.
     @app.agent(topics[JOBS_SUBMITTED], name="gpuflow.router")
     async def router(stream: Any) -> None:
         async for event in stream.events():
-            started = time.perf_counter_ns()
-            record = await rt.decode(event, "JobSubmitted", "router")
-            if record is not None:
-                record = await rt.admit(event, record)  # tenant identity (streams.admission)
-            if record is None:
-                continue
-            await rt.ensure_ready()
-            await rt.send_all(rt.scheduler.route(record, started_ns=started))
+            async with rt.guard(event, "router"):
+                started = time.perf_counter_ns()
+                record = await rt.decode(event, "JobSubmitted", "router")
+                if record is None:
+                    continue
+                await rt.ensure_ready()
+                await rt.send_all(rt.scheduler.route(record, started_ns=started))
 
     @app.agent(topics[JOBS_ROUTED], name="gpuflow.placer")
     async def placer(stream: Any) -> None:
         async for event in stream.events():
-            started = time.perf_counter_ns()
-            record = await rt.decode(event, "RoutedJob", "placer")
-            if record is None:
-                continue
-            await rt.ensure_ready()
-            await rt.send_all(rt.scheduler.place(record, started_ns=started))
+            async with rt.guard(event, "placer"):
+                started = time.perf_counter_ns()
+                record = await rt.decode(event, "RoutedJob", "placer")
+                if record is None:
+                    continue
+                await rt.ensure_ready()
+                await rt.send_all(rt.scheduler.place(record, started_ns=started))
 
     @app.agent(topics[JOBS_EVENTS], name="gpuflow.lifecycle")
     async def lifecycle(stream: Any) -> None:
         async for event in stream.events():
-            record = await rt.decode(event, "JobEvent", "lifecycle")
-            if record is None:
-                continue
-            await rt.ensure_ready()
-            await rt.send_all(rt.scheduler.on_job_event(record))
+            async with rt.guard(event, "lifecycle"):
+                record = await rt.decode(event, "JobEvent", "lifecycle")
+                if record is None:
+                    continue
+                await rt.ensure_ready()
+                await rt.send_all(rt.scheduler.on_job_event(record))
 
     @app.agent(topics[NODE_INVENTORY], name="gpuflow.inventory")
     async def inventory(stream: Any) -> None:
         async for event in stream.events():
-            record = await rt.decode(event, "NodeInventory", "inventory")
-            if record is not None:
-                await rt.ensure_ready(fleet=False)
-                await rt.send_all(rt.fleet.on_inventory(record))
+            async with rt.guard(event, "inventory"):
+                record = await rt.decode(event, "NodeInventory", "inventory")
+                if record is not None:
+                    await rt.ensure_ready(fleet=False)
+                    await rt.send_all(rt.fleet.on_inventory(record))
             rt.inventory_seen[event.message.partition] = event.message.offset
 
     @app.agent(topics[NODE_TELEMETRY], name="gpuflow.telemetry")
     async def telemetry(stream: Any) -> None:
         async for event in stream.events():
-            record = await rt.decode(event, "NodeTelemetry", "telemetry")
-            if record is not None:
-                rt.metrics.telemetry(record["ts"])
-                await rt.ensure_ready(fleet=False)
-                await rt.send_all(rt.fleet.on_telemetry(record))
+            async with rt.guard(event, "telemetry"):
+                record = await rt.decode(event, "NodeTelemetry", "telemetry")
+                if record is not None:
+                    rt.metrics.telemetry(record["ts"])
+                    await rt.ensure_ready(fleet=False)
+                    await rt.send_all(rt.fleet.on_telemetry(record))
 
     @app.agent(topics[GRID_SIGNALS], name="gpuflow.grid")
     async def grid(stream: Any) -> None:
         async for event in stream.events():
-            record = await rt.decode(event, "GridSignal", "grid")
-            if record is not None:
-                rt.fleet.on_grid(record)
+            async with rt.guard(event, "grid"):
+                record = await rt.decode(event, "GridSignal", "grid")
+                if record is not None:
+                    rt.fleet.on_grid(record)
 
 
 def _placer(config: Config, state: ClusterState) -> Placer:

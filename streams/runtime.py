@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from infra.config import Config
@@ -14,6 +15,7 @@ from infra.kafka import committed_offsets, end_offsets
 from infra.signing import verifier
 from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
+from scorer.errors import GpuflowError
 from streams.admission import VERIFIED_TENANT, Admission
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
@@ -21,10 +23,14 @@ from streams.ledger import read_ended_jobs, read_final_decisions
 from streams.metrics import Metrics
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
+from streams.validation import Rules, joined, problems
 
 __all__ = ["Runtime"]
 
 log = logging.getLogger(__name__)
+
+# Faults of our own logic on a hostile record: the record is dead-lettered, the agent lives on.
+_LOGIC_FAULTS = (GpuflowError, ArithmeticError, LookupError, TypeError, ValueError, AttributeError)
 
 
 class Runtime:
@@ -45,6 +51,10 @@ class Runtime:
         self.metrics = Metrics()
         self.stalls = StallWatch(config.worker.stall_after_s)
         self.admission = Admission(verifier(config.auth), codec, scheduler.partition_of)
+        self.rules = Rules(
+            max_future_ms=int(config.worker.max_clock_skew_s * 1000),
+            verified_required=self.admission.required,
+        )
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -127,26 +137,56 @@ class Runtime:
             return
         await self.topics[DEADLETTER].send(key=message.key, value=value)
 
-    async def admit(self, event: Any, record: dict[str, Any]) -> dict[str, Any] | None:
-        """The submission with its verified tenant, or None after refusing it (decision + letter)."""
-        verdict = self.admission.check(event.message, record)
-        if verdict.admitted:
-            record[VERIFIED_TENANT] = verdict.tenant
-            return record
-        reason = verdict.reason or "not admitted"
-        await self.dead_letter(event.message, f"not admitted: {reason}", "router")
-        await self.send_all([self.admission.refusal(record, reason)])
-        return None
+    @contextlib.asynccontextmanager
+    async def guard(self, event: Any, consumer_name: str) -> AsyncIterator[None]:
+        """Around one event's processing: a fault in our logic dead-letters the event (with the
+        exception as its reason) instead of crashing the agent; broker errors still propagate."""
+        try:
+            yield
+        except _LOGIC_FAULTS as exc:
+            self.metrics.fault(consumer_name)
+            log.exception("processing failed consumer=%s", consumer_name)
+            await self.dead_letter(
+                event.message, f"processing failed: {type(exc).__name__}: {exc}", consumer_name
+            )
 
     async def decode(self, event: Any, expected: str, consumer_name: str) -> dict[str, Any] | None:
-        """The event's record, or None after dead-lettering it."""
+        """The event's record if it is usable, else None after dead-lettering it.
+
+        Usable: it decodes, is the `expected` event, is admitted (a JobSubmitted, when tenant
+        keys are configured: streams.admission) and passes `streams.validation`.
+        """
         message = event.message
+        self.metrics.consumed[consumer_name] += 1
         try:
             name, record = self.codec.decode(message.value, topic=message.topic)
         except CodecError as exc:
-            await self.dead_letter(message, exc, consumer_name)
+            await self._reject(message, str(exc), consumer_name)
             return None
         if name != expected:
-            await self.dead_letter(message, f"expected {expected}, got {name}", consumer_name)
+            await self._reject(message, f"expected {expected}, got {name}", consumer_name)
+            return None
+        if name == "JobSubmitted" and not await self._admit(message, record):
+            return None
+        found = problems(name, record, self.rules)
+        if found:
+            await self._reject(message, f"invalid {name}: {joined(found)}", consumer_name)
+            if name == "JobSubmitted":  # the user still gets an answer
+                await self.send_all(self.scheduler.reject_invalid(record, found))
             return None
         return record
+
+    async def _admit(self, message: Any, record: dict[str, Any]) -> bool:
+        """Tenant identity (streams.admission): refused submissions get a decision + letter."""
+        verdict = self.admission.check(message, record)
+        if verdict.admitted:
+            record[VERIFIED_TENANT] = verdict.tenant
+            return True
+        reason = verdict.reason or "not admitted"
+        await self._reject(message, f"not admitted: {reason}", "router")
+        await self.send_all([self.admission.refusal(record, reason)])
+        return False
+
+    async def _reject(self, message: Any, error: str, consumer_name: str) -> None:
+        self.metrics.dead_lettered[consumer_name] += 1
+        await self.dead_letter(message, error, consumer_name)
