@@ -26,7 +26,8 @@ def key_ring(auth: AuthConfig) -> KeyRing:
         try:
             text = Path(auth.keys_file).read_text()
         except OSError as exc:
-            raise ConfigError(f"auth.keys_file: cannot read {auth.keys_file}: {exc.strerror}") from None
+            why = f"cannot read {auth.keys_file}: {exc.strerror}"
+            raise ConfigError(f"auth.keys_file: {why}") from None
         try:
             keys.extend(parse_keys(text))
         except KeySpecError as exc:

@@ -96,7 +96,8 @@ def _signed(config: Config, record: dict[str, Any]) -> dict[str, Any]:
         return record
     claimed = record.get("tenant")
     if claimed not in (None, "default", key.key.tenant):
-        raise fail(f"bad job spec: tenant: {claimed!r}, but the signing key is {key.key.tenant!r}'s")
+        owner = key.key.tenant
+        raise fail(f"bad job spec: tenant: {claimed!r}, but the signing key is {owner!r}'s")
     return key.sign(record)
 
 
