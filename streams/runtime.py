@@ -49,6 +49,7 @@ class Runtime:
         self.inventory_seen: dict[int, int] = {}
         self.dirty = False
         self.metrics = Metrics()
+        self.fleet.ignored = self.metrics.ignored
         self.stalls = StallWatch(config.worker.stall_after_s)
         self.admission = Admission(verifier(config.auth), codec, scheduler.partition_of)
         self.rules = Rules(

@@ -157,9 +157,11 @@ def _routed(record: Mapping[str, Any], rules: Rules) -> Problems:
     out += _ids(record, "region") + _ids(record, "queue_region", required=False)
     out += _list(record, "candidates", MAX_CANDIDATES)
     out += _count("attempt", record.get("attempt", 1), 1, MAX_ATTEMPTS)
+    out += _count("worker_us", record.get("worker_us", 0), 0, 3_600_000_000)  # < 1 h of work
+    out += _real("region_score", record.get("region_score", 0.0), None)
     refusals = record.get("refusals") or {}
-    if len(refusals) > MAX_LIST or any(int(v) < 0 for v in refusals.values()):
-        out.append("refusals: too many entries or a negative count")
+    if len(refusals) > MAX_LIST or any(not 0 <= int(v) <= 10**9 for v in refusals.values()):
+        out.append("refusals: more than 1024 entries, or a count outside 0..1e9")
     if rules.verified_required and record.get("verified_tenant") != job.get("tenant"):
         out.append("verified_tenant: tenant keys are configured and this job was not verified")
     return out
