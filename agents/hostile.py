@@ -133,7 +133,8 @@ class HostileRecords:
             region = node.rsplit("-fuzz-", 1)[0]
             return {**env, "node_id": node, "region": region, "gpu_model": "A100-80",
                     "gpu_count": 8, "gpu_memory_mib": 81920, "nvlink_islands": [list(range(8))],
-                    "cpu_milli": 96_000, "memory_mib": 2**20, "price_per_gpu_hour": 2.5}  # fmt: skip
+                    "cpu_milli": 96_000, "memory_mib": 2**20,
+                    "price_per_gpu_hour": 2.5}  # fmt: skip
         if event == "NodeTelemetry":
             gpus = [self._gpu(i) for i in range(rng.choice((0, 1, 8)))]
             return {**env, "node_id": node, "region": node.rsplit("-fuzz-", 1)[0], "gpus": gpus,

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -146,10 +147,7 @@ def test_corrupt_bytes_raise_only_decode_errors(
     flipped = bytearray(valid)
     flipped[flip // 8] ^= 1 << (flip % 8)
     for value in (noise, valid[:cut], bytes(flipped), valid + noise, b"\xc3\x01" + noise):
-        try:
+        with contextlib.suppress(CodecError):  # anything else raised fails the test
             CODEC.decode(value)
-        except CodecError:
-            pass
-        twin = WorkerTwin()
-        assert twin.feed(event, value) in ("processed", "dead_letter:undecodable",
-                                           "dead_letter:wrong_type", "dead_letter:invalid")  # fmt: skip
+        outcome = WorkerTwin().feed(event, value)
+        assert outcome == "processed" or outcome.startswith("dead_letter:")
