@@ -51,6 +51,12 @@ class JobSpecError(InfraError, ValueError):
         self.field = field
 
 
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value as one short line: printable names as they are, anything else by repr."""
+    text = value if isinstance(value, str) and value.isprintable() else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _job_fields() -> set[str]:
     return {f["name"] for f in default_schemas().get("JobSubmitted").source["fields"]}
 
@@ -91,7 +97,7 @@ def _coerce(name: str, value: Any) -> Any:
         if name in ("kind", "precision"):
             return str(value).upper()
     except (TypeError, ValueError):
-        raise JobSpecError(name, f"cannot use {value!r}") from None
+        raise JobSpecError(name, f"cannot use {_shown(value)}") from None
     return str(value)
 
 
@@ -132,7 +138,7 @@ def job_record(spec: Mapping[str, Any], *, now_ms: int | None = None) -> dict[st
     for key, value in spec.items():
         name = str(key).replace("-", "_")
         if name not in fields or name in _STAMPED:
-            raise JobSpecError(name, "unknown field")
+            raise JobSpecError(_shown(name), "unknown field")
         record[name] = _coerce(name, value)
     record.setdefault("job_id", f"job-{uuid.uuid4().hex[:12]}")
     record["event_id"] = str(uuid.uuid4())
