@@ -135,6 +135,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         history = HistoryProcess(config)
         _run_with_worker(app, history.start, history.stop)
         register_sql_proxy(app, history.url)
+        _watch_history(app, rt, history)
     return app, rt
 
 
@@ -268,15 +269,26 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
 
     @app.page("/health/")
     async def health(web: Any, request: Any) -> Any:
-        """Liveness: 503 while a partition's fetched records stop reaching its stream."""
+        """Liveness: 503 while a partition's fetched records stop reaching its stream.
+
+        `dependencies` (the history store, the broker) and `degraded` say what around the
+        worker is failing; that never makes the worker itself not live.
+        """
         stalled = rt.stalls.stalled
         body = {"live": not stalled, "ready": rt._ready.is_set(), "stalled": stalled}
+        body.update(rt.dependency_report())
         return web.json(body, status=503 if stalled else 200)
 
     @app.page("/metrics/")
     async def metrics(web: Any, request: Any) -> Any:
         """Events processed per stream and recent telemetry lag."""
-        return web.json(rt.metrics.snapshot())
+        return web.json({**rt.metrics.snapshot(), **rt.dependency_report()})
+
+
+def _watch_history(app: faust.App, rt: Runtime, history: HistoryProcess) -> None:
+    @app.timer(rt.config.worker.summary_interval_s)
+    async def watch_history() -> None:  # at most a 1 s HTTP call; scheduling does not wait
+        rt.dependencies["history"] = await history.poll()
 
 
 def _register_timers(app: faust.App, rt: Runtime) -> None:

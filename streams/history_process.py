@@ -19,20 +19,23 @@ import os
 import signal
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from infra.broker import free_port
 from infra.config import Config, config_env, load_config
 from infra.process import ChildProcess
+from infra.store import StoreError
 from streams.history import HistorySink
 from streams.web import SQL_PATH, run_request
 
-__all__ = ["HistoryProcess", "main"]
+__all__ = ["STATUS_PATH", "HistoryProcess", "main"]
 
 log = logging.getLogger(__name__)
 
 PORT_ENV = "GPUFLOW_HISTORY_PORT"
+STATUS_PATH = "/status/"
 
 
 class HistoryProcess:
@@ -43,8 +46,12 @@ class HistoryProcess:
         self.port = free_port(config.worker.web_host)
         self.url = f"http://{config.worker.web_host}:{self.port}{SQL_PATH}"
         self.log_path = config.data_dir / "history.log"
+        self.status_url = f"http://{config.worker.web_host}:{self.port}{STATUS_PATH}"
         # in the worker's process group: a `kill` of the worker's group takes it along
         self._proc = ChildProcess("history process", self.log_path, own_group=False)
+        self.restarts = 0
+        self._restart_at = 0.0
+        self._stopping = False
 
     def start(self) -> None:
         env = {**os.environ, **config_env(self.config), PORT_ENV: str(self.port)}
@@ -52,7 +59,34 @@ class HistoryProcess:
         log.info("history process started pid=%s port=%s", pid, self.port)
 
     def stop(self, timeout_s: float = 30.0) -> None:
+        self._stopping = True
         self._proc.stop(timeout_s)
+
+    async def poll(self) -> dict[str, Any]:
+        """The sink's status (restarting the child, with back-off, if it has died)."""
+        import httpx
+
+        if self._stopping:
+            return {"state": "stopped"}
+        if not self._proc.alive():
+            return self._supervise()
+        try:
+            async with httpx.AsyncClient(timeout=1.0) as client:
+                answer = await client.get(self.status_url)
+            return {**answer.json(), "restarts": self.restarts}
+        except (httpx.HTTPError, ValueError) as exc:  # starting, or wedged
+            return {"state": "unreachable", "last_error": str(exc)[:200], "restarts": self.restarts}
+
+    def _supervise(self) -> dict[str, Any]:
+        now = time.monotonic()
+        if self._proc.pid is not None and self._proc.exited():
+            delay = min(30.0, 2.0 ** min(self.restarts, 5))
+            self._restart_at = now + delay
+            log.error("history process exited; restart in_s=%.0f log=%s", delay, self.log_path)
+        if now >= self._restart_at:
+            self.restarts += 1
+            self.start()
+        return {"state": "down", "restarts": self.restarts}
 
 
 def _die_with_parent() -> None:
@@ -63,6 +97,12 @@ def _die_with_parent() -> None:
 
 def _handler(sink: HistorySink) -> type[BaseHTTPRequestHandler]:
     class SqlHandler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            """GET /status/: the sink's state (the worker shows it on /health/, /metrics/)."""
+            if self.path.rstrip("/") != STATUS_PATH.rstrip("/"):
+                return self._answer(404, {"error": f"no page {self.path}"})
+            self._answer(200, sink.status())
+
         def do_POST(self) -> None:
             try:
                 length = int(self.headers.get("Content-Length", "0"))
@@ -70,7 +110,13 @@ def _handler(sink: HistorySink) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 status, answer = 400, {"error": "body is not JSON"}
             else:
-                status, answer = run_request(sink.store, body)
+                try:
+                    status, answer = run_request(sink.store, body)
+                except StoreError as exc:  # not open yet: the store is unavailable
+                    status, answer = 503, {"error": f"history store unavailable: {exc}"}
+            self._answer(status, answer)
+
+        def _answer(self, status: int, answer: Any) -> None:
             data = json.dumps(answer, default=str).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

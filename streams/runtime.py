@@ -49,6 +49,7 @@ class Runtime:
         self.inventory_seen: dict[int, int] = {}
         self.dirty = False
         self.metrics = Metrics()
+        self.dependencies: dict[str, dict[str, Any]] = {}  # name -> its last status
         self.fleet.ignored = self.metrics.ignored
         self.stalls = StallWatch(config.worker.stall_after_s)
         self.admission = Admission(verifier(config.auth), codec, scheduler.partition_of)
@@ -107,6 +108,11 @@ class Runtime:
         if not self.inventory_caught_up():
             log.warning("inventory not caught up after %.0fs; deciding anyway", timeout_s)
         self._fleet_caught_up.set()
+
+    def dependency_report(self) -> dict[str, Any]:
+        """{"dependencies": name -> status, "degraded": names whose state is not ok}."""
+        degraded = sorted(n for n, s in self.dependencies.items() if s.get("state") != "ok")
+        return {"dependencies": dict(self.dependencies), "degraded": degraded}
 
     # -- sending ------------------------------------------------------------------------------
 
