@@ -16,6 +16,7 @@ from faust.exceptions import ConsumerNotStarted
 
 from infra.config import Config
 from infra.errors import ConfigError
+from infra.kafka import ssl_context
 from infra.topics import (
     GRID_SIGNALS,
     JOBS_EVENTS,
@@ -67,25 +68,30 @@ def _faust_app(config: Config) -> faust.App:
     )
 
 
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # what aiokafka speaks here
+
+
 def _credentials(client: Any) -> Any:
-    """SASL/SSL settings from the pass-through librdkafka keys, in Faust's terms."""
-    protocol = str(client.get("security.protocol", "")).upper()
+    """SASL/SSL settings from the pass-through librdkafka keys (`[kafka.client]`), in Faust's
+    terms, so the worker's aiokafka clients and every librdkafka client share one set of keys."""
+    protocol = str(client.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ConfigError(f"kafka.client security.protocol: unknown {protocol!r}")
     if protocol.startswith("SASL"):
+        mechanism = str(client.get("sasl.mechanism", "PLAIN")).upper()
+        if mechanism not in _SASL_MECHANISMS:
+            raise ConfigError(
+                f"kafka.client sasl.mechanism: the worker supports {', '.join(_SASL_MECHANISMS)}"
+            )
         return faust.SASLCredentials(
             username=client.get("sasl.username"),
             password=client.get("sasl.password"),
-            mechanism=client.get("sasl.mechanism", "PLAIN"),
-            ssl_context=_ssl(client) if protocol == "SASL_SSL" else None,
+            mechanism=mechanism,
+            ssl_context=ssl_context(client) if protocol == "SASL_SSL" else None,
         )
     if protocol == "SSL":
-        return faust.SSLCredentials(_ssl(client))
+        return faust.SSLCredentials(ssl_context(client))
     return None
-
-
-def _ssl(client: Any) -> Any:
-    import ssl
-
-    return ssl.create_default_context(cafile=client.get("ssl.ca.location"))
 
 
 def create_app(config: Config) -> tuple[faust.App, Runtime]:
