@@ -153,7 +153,11 @@ def test_credentials_map_to_faust_and_refuse_what_aiokafka_cannot_do() -> None:
     assert (creds.username, creds.mechanism.value) == ("gpuflow-worker", "SCRAM-SHA-512")
     assert creds.ssl_context is not None
     assert _credentials({}) is None
-    for bad in ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"},
-                {"security.protocol": "TLS"}, {**TLS, "ssl.ca.location": "/nonexistent"}):  # fmt: skip
-        with pytest.raises(ConfigError, match="kafka.client"):
+    bad_settings = [
+        {"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"},
+        {"security.protocol": "TLS"},
+        {**TLS, "ssl.ca.location": "/nonexistent"},
+    ]
+    for bad in bad_settings:
+        with pytest.raises(ConfigError, match=r"kafka\.client"):
             _credentials(bad)
