@@ -13,10 +13,11 @@ from typing import Any
 
 import faust
 from faust.exceptions import ConsumerNotStarted
+from faust.types import TP
 
 from infra.config import Config
 from infra.errors import ConfigError
-from infra.kafka import ssl_context
+from infra.kafka import ensure_topics, ssl_context
 from infra.topics import (
     GRID_SIGNALS,
     JOBS_EVENTS,
@@ -29,7 +30,8 @@ from infra.topics import (
 from schemas import make_codec
 from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
 from scorer.errors import GpuflowError, UnknownPluginError
-from streams.consumer_state import consumer_state
+from streams.broker_watch import BrokerWatch
+from streams.consumer_state import consumer_state, forget_offsets
 from streams.history_process import HistoryProcess
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
@@ -135,6 +137,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         table.on_recover(_async(mark_dirty))
     _register_agents(app, rt, topics)
     _register_timers(app, rt)
+    _watch_broker(app, rt)
     _register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
     if config.store.enabled:  # the worker owns the ClickHouse store, through a child process
@@ -295,6 +298,30 @@ def _watch_history(app: faust.App, rt: Runtime, history: HistoryProcess) -> None
     @app.timer(rt.config.worker.summary_interval_s)
     async def watch_history() -> None:  # at most a 1 s HTTP call; scheduling does not wait
         rt.dependencies["history"] = await history.poll()
+
+
+def _watch_broker(app: faust.App, rt: Runtime) -> None:
+    """Detect a broker that lost its log under us (streams.broker_watch) and act on it."""
+    watch = BrokerWatch(rt.config.kafka)
+    rt.dependencies["broker"] = watch.status()
+
+    @app.timer(1.0)
+    async def remember_commits() -> None:
+        with contextlib.suppress(ConsumerNotStarted):
+            watch.remember(app.consumer._committed_offset)  # type: ignore[attr-defined]
+
+    @app.timer(5.0)
+    async def check_broker() -> None:
+        loop = asyncio.get_running_loop()
+        found = await loop.run_in_executor(None, watch.check)
+        if found:
+            watch.mark_lost(found)
+            await rt.storage_lost(found)
+            await loop.run_in_executor(None, ensure_topics, rt.config.kafka)
+            for table in app.tables.values():  # Faust's changelogs are gone too
+                await table.changelog_topic.declare()
+            await forget_offsets(app.consumer, {TP(t, p) for t, p in found})
+        rt.dependencies["broker"] = watch.status()
 
 
 def _register_timers(app: faust.App, rt: Runtime) -> None:

@@ -79,7 +79,7 @@ class FleetTracker:
         """Apply a node's report; reports older than the last one applied are ignored, and an
         old report (a burst replayed after a reconnect) does not make a stale node live."""
         node_id = record["node_id"]
-        if node_id not in self.s.nodes:
+        if node_id not in self.s.nodes and node_id not in self.s.last_seen:
             self.ignored["telemetry_unknown_node"] += 1
             return []  # telemetry before inventory: nothing to attach it to yet
         ts = int(record.get("ts", 0))

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from infra.config import Config
@@ -48,6 +48,7 @@ class Runtime:
         self._inventory_targets: dict[int, int] = {}
         self.inventory_seen: dict[int, int] = {}
         self.dirty = False
+        self.holding_state = False  # the broker lost its log: never rebuild from it
         self.metrics = Metrics()
         self.dependencies: dict[str, dict[str, Any]] = {}  # name -> its last status
         self.fleet.ignored = self.metrics.ignored
@@ -62,6 +63,9 @@ class Runtime:
 
     async def ensure_ready(self, *, fleet: bool = True) -> None:
         """Rebuild state once (and after each recovery); optionally wait for inventory catch-up."""
+        if self.dirty and self.holding_state:
+            self.dirty = False  # the log is empty, not the truth: keep what we hold
+            log.warning("not rebuilding from the broker's log: its storage was lost")
         if self.dirty:
             self.dirty = False
             self._ready.clear()
@@ -108,6 +112,26 @@ class Runtime:
         if not self.inventory_caught_up():
             log.warning("inventory not caught up after %.0fs; deciding anyway", timeout_s)
         self._fleet_caught_up.set()
+
+    async def storage_lost(self, found: Mapping[tuple[str, int], tuple[int, int]]) -> None:
+        """The broker's log ends behind our own commits: say so, and hold what we know."""
+        self.holding_state = True
+        for (topic, partition), (end, ours) in sorted(found.items()):
+            log.error(
+                "BROKER LOST ITS LOG: %s/%s ends at offset %d but this worker committed %d "
+                "there; its storage was reset (a memory:// broker restarted?)",
+                topic,
+                partition,
+                end,
+                ours,
+            )
+        log.error(
+            "holding %d reservations and %d final decisions in memory and refusing to rebuild "
+            "from the empty log (that would hand out GPUs running jobs hold); restart agents "
+            "and executors so they re-announce, and do not restart this worker until then",
+            len(self.scheduler.state.jobs),
+            len(self.scheduler.final),
+        )
 
     def dependency_report(self) -> dict[str, Any]:
         """{"dependencies": name -> status, "degraded": names whose state is not ok}."""

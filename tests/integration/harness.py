@@ -63,12 +63,16 @@ def running(config: Config) -> Iterator[Running]:
 
 
 @contextlib.contextmanager
-def run_stack(config: Config, *, nodes: int = 16, executor: bool = True) -> Iterator[Running]:
+def run_stack(
+    config: Config, *, nodes: int = 16, executor: bool = True, stale_after_s: float = 30.0
+) -> Iterator[Running]:
     """What the `running` fixture runs, for tests that change the config first."""
     spec = demo_fleet()
     cfg = dataclasses.replace(
         config.with_regions(r.name for r in spec.regions),
-        worker=dataclasses.replace(config.worker, web_port=free_port(), stale_after_s=30.0),
+        worker=dataclasses.replace(
+            config.worker, web_port=free_port(), stale_after_s=stale_after_s
+        ),
     )
     fleet = SimulatedFleet(spec, generate_nodes(spec, nodes, seed=3), seed=3)
     run = Running(cfg, WorkerProcess(cfg).start(), fleet)
