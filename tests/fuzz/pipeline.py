@@ -30,8 +30,13 @@ HANDLERS: dict[str, Handler] = {  # as the agents in streams/app.py call them
     "JobEvent": lambda s, f, r: s.on_job_event(r),
     "NodeInventory": lambda s, f, r: f.on_inventory(r),
     "NodeTelemetry": lambda s, f, r: f.on_telemetry(r),
-    "GridSignal": lambda s, f, r: f.on_grid(r) or [],
+    "GridSignal": lambda s, f, r: _grid(f, r),
 }
+
+
+def _grid(fleet: FleetTracker, record: dict[str, Any]) -> list[Outgoing]:
+    fleet.on_grid(record)
+    return []
 
 
 class WorkerTwin:

@@ -105,7 +105,7 @@ def test_gpuflow_submit_unreadable_spec_files(tmp_path: Path, raw: bytes) -> Non
 
 _CELL = st.one_of(
     st.sampled_from(("", "0", "-1", "8", "1.5", "nan", "inf", "V100", "H100", "true", "x" * 300)),
-    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=6),
+    st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=6),
 )
 _NODE_HEADERS = ("node_id,region,gpu_model,gpu_count", "node_id,region,gpu_model", "")
 _JOB_HEADERS = (
