@@ -86,16 +86,16 @@ def hostile_value(schema: Any, rng: random.Random, depth: int = 0) -> Any:
         return rng.choice(_LONGS)
     if kind in ("float", "double"):
         return rng.choice(_REALS)
-    if kind in ("string", "bytes"):
-        text = rng.choice(_STRINGS)
+    if kind in ("string", "bytes"):  # 10 kB only at the top: 2,000 of them pass 1 MB
+        text = rng.choice(_STRINGS if depth == 0 else _STRINGS[:2] + _STRINGS[3:])
         return text.encode() if kind == "bytes" else text
     if kind == "enum":
         return rng.choice(schema["symbols"])
     if kind == "array":
-        n = rng.choice((0, 1, 3, 2000)) if depth < 2 else 0
+        n = rng.choice((0, 1, 3, 2000) if depth == 0 else (0, 1, 3))
         return [hostile_value(schema["items"], rng, depth + 1) for _ in range(n)]
     if kind == "map":
-        n = rng.choice((0, 1, 300)) if depth < 2 else 0
+        n = rng.choice((0, 1, 300) if depth == 0 else (0, 1))
         return {f"k{i}": hostile_value(schema["values"], rng, depth + 1) for i in range(n)}
     if kind == "record":
         return {f["name"]: hostile_value(f["type"], rng, depth + 1) for f in schema["fields"]}
@@ -146,7 +146,7 @@ class HostileRecords:
             job_id = f"fuzz-{rng.getrandbits(40):010x}"
             self._jobs.append(job_id)
             return {**env, "job_id": job_id, "gpu_count": rng.choice((1, 2, 8)),
-                    "kind": "TRAINING", "precision": "BF16", "params_b": 7.0,
+                    "kind": "INFERENCE", "precision": "BF16", "params_b": 7.0,
                     "expected_duration_s": 30.0}  # fmt: skip
         if event == "RoutedJob":
             job = self.base("JobSubmitted", now)

@@ -20,7 +20,7 @@ from infra.kafka import consumer
 from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS
 from schemas import Codec, DecodeError
 
-__all__ = ["read_ended_jobs", "read_final_decisions"]
+__all__ = ["overbooked", "read_ended_jobs", "read_final_decisions"]
 
 log = logging.getLogger(__name__)
 
@@ -88,3 +88,33 @@ def read_ended_jobs(
     return {
         r["job_id"] for r in _read_topic(kafka, codec, topic, timeout_s) if r.get("type") in _ENDED
     }
+
+
+def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
+    """GPUs whose concurrent reservations exceed one whole GPU, from the logs alone.
+
+    A placement holds its GPUs from its decision's ts until the job's FINISHED event ts (the
+    placer only reuses GPUs after it consumed that event, so later decisions are later in ts).
+    """
+    ends = {e["job_id"]: e["ts"] for e in events if e.get("type") in ("FINISHED", "FAILED")}
+    spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+    for d in decisions:
+        if d.get("outcome") != "PLACED":
+            continue
+        end = ends.get(d["job_id"], 2**62)
+        for a in d["assignments"]:
+            for gpu in a["gpu_indices"]:
+                spans.setdefault((a["node_id"], gpu), []).append((d["ts"], end, a["gpu_milli"]))
+    bad = []
+    for gpu, intervals in spans.items():
+        points = sorted(
+            [(s, m) for s, _, m in intervals] + [(e, -m) for _, e, m in intervals],
+            key=lambda p: (p[0], p[1]),
+        )
+        held = 0
+        for _, delta in points:
+            held += delta
+            if held > 1000:
+                bad.append(f"{gpu[0]}[{gpu[1]}] holds {held} milli")
+                break
+    return bad

@@ -23,8 +23,12 @@ from infra.config import Config
 from infra.kafka import consumer, producer
 from infra.topics import JOBS_SUBMITTED
 from schemas import SingleObjectCodec
+from streams.ledger import overbooked
 
 CODEC = SingleObjectCodec()
+
+__all__ = ["CODEC", "Running", "TopicReader", "final_decisions", "overbooked", "run_stack",
+           "running", "submit_jobs", "wait_for"]  # fmt: skip
 
 
 @dataclass
@@ -146,33 +150,3 @@ def final_decisions(decisions: list[dict[str, Any]]) -> dict[str, list[dict[str,
         if d.get("outcome") in ("PLACED", "REJECTED"):
             out.setdefault(d["job_id"], []).append(d)
     return out
-
-
-def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
-    """GPUs whose concurrent reservations exceed one whole GPU, from the logs alone.
-
-    A placement holds its GPUs from its decision's ts until the job's FINISHED event ts (the
-    placer only reuses GPUs after it consumed that event, so later decisions are later in ts).
-    """
-    ends = {e["job_id"]: e["ts"] for e in events if e.get("type") in ("FINISHED", "FAILED")}
-    spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-    for d in decisions:
-        if d.get("outcome") != "PLACED":
-            continue
-        end = ends.get(d["job_id"], 2**62)
-        for a in d["assignments"]:
-            for gpu in a["gpu_indices"]:
-                spans.setdefault((a["node_id"], gpu), []).append((d["ts"], end, a["gpu_milli"]))
-    bad = []
-    for gpu, intervals in spans.items():
-        points = sorted(
-            [(s, m) for s, _, m in intervals] + [(e, -m) for _, e, m in intervals],
-            key=lambda p: (p[0], p[1]),
-        )
-        held = 0
-        for _, delta in points:
-            held += delta
-            if held > 1000:
-                bad.append(f"{gpu[0]}[{gpu[1]}] holds {held} milli")
-                break
-    return bad
