@@ -330,6 +330,11 @@ def _register_timers(app: faust.App, rt: Runtime) -> None:
         with contextlib.suppress(ConsumerNotStarted):  # before the first assignment
             rt.stalls.observe(consumer_state(app)["partitions"])
 
+    @app.timer(rt.config.worker.replan_interval_s)
+    async def replan() -> None:
+        if rt._ready.is_set():
+            await rt.send_all(rt.scheduler.on_tick(int(time.time() * 1000)))
+
     @app.timer(rt.config.worker.summary_interval_s)
     async def summarise() -> None:
         if rt._ready.is_set():

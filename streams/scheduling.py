@@ -379,6 +379,12 @@ class Scheduler:
                     break
         return out
 
+    def on_tick(self, now_ms: int) -> list[Outgoing]:
+        """The scheduler's timer (worker: every `worker.replan_interval_s`; replay: `tick_s`):
+        retry every region's queue. Re-planning passes hook in here."""
+        regions = sorted({r["region"] for r in self.queue.values()})
+        return [msg for region in regions for msg in self.retry_queue(region)]
+
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)
 
