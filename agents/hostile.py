@@ -31,7 +31,7 @@ from infra.topics import (
 )
 from schemas import Codec, SingleObjectCodec, default_schemas
 
-__all__ = ["CONSUMED", "KINDS", "Hostile", "HostileRecords", "hostile_value"]
+__all__ = ["CONSUMED", "CONSUMER_OF", "KINDS", "Hostile", "HostileRecords", "hostile_value"]
 
 # what the worker consumes: topic -> event
 CONSUMED: dict[str, str] = {
@@ -41,6 +41,16 @@ CONSUMED: dict[str, str] = {
     NODE_INVENTORY: "NodeInventory",
     NODE_TELEMETRY: "NodeTelemetry",
     GRID_SIGNALS: "GridSignal",
+}
+# topic -> the worker consumer that reads it (the `consumer` of its dead letters, the key of
+# its counts on the worker's /metrics/)
+CONSUMER_OF: dict[str, str] = {
+    JOBS_SUBMITTED: "router",
+    JOBS_ROUTED: "placer",
+    JOBS_EVENTS: "lifecycle",
+    NODE_INVENTORY: "inventory",
+    NODE_TELEMETRY: "telemetry",
+    GRID_SIGNALS: "grid",
 }
 KINDS = (  # (kind, weight)
     ("random_bytes", 1),

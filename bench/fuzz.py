@@ -30,10 +30,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from agents.executor import ExecutorTwin
-from agents.hostile import CONSUMED, HostileRecords
+from agents.hostile import CONSUMED, CONSUMER_OF, HostileRecords
 from bench._common import write_result
 from gpuflow.stack import Stack, WorkerProcess
 from infra.config import load_config
@@ -43,14 +43,6 @@ from schemas import CodecError, SingleObjectCodec
 from streams.ledger import overbooked
 from streams.validation import problems
 
-CONSUMER_OF = {  # topic -> the worker's consumer name (streams/app.py)
-    "gpuflow.jobs.submitted": "router",
-    "gpuflow.jobs.routed": "placer",
-    "gpuflow.jobs.events": "lifecycle",
-    "gpuflow.node.inventory": "inventory",
-    "gpuflow.node.telemetry": "telemetry",
-    "gpuflow.grid.signals": "grid",
-}
 CODEC = SingleObjectCodec()
 
 
@@ -72,8 +64,9 @@ def _read_all(config: Any, topic: str) -> list[dict[str, Any]]:
         pending, deadline = set(parts), time.monotonic() + 120
         while pending and time.monotonic() < deadline:
             for msg in c.consume(10_000, timeout=0.5):
-                if msg.error():
-                    if msg.error().code() == -191:  # _PARTITION_EOF
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
                         pending.discard(msg.partition())
                     continue
                 try:
@@ -198,7 +191,7 @@ def main() -> None:
     shutil.rmtree(data_dir, ignore_errors=True)
 
     by_source = Counter(r["source_topic"] for r in letters)
-    topics = {}
+    topics: dict[str, dict[str, Any]] = {}
     for topic, c in counts.items():
         name = CONSUMER_OF[topic]
         dead = int((metrics.get("dead_lettered") or {}).get(name, 0))

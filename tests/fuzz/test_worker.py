@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
 
 from harness import CODEC, TopicReader, overbooked, run_stack, wait_for
 
-from agents.hostile import CONSUMED, HostileRecords
+from agents.hostile import CONSUMED, CONSUMER_OF, HostileRecords
 from infra.config import Config
 from infra.kafka import producer
 from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_EVENTS
@@ -27,9 +27,6 @@ from streams.validation import problems
 pytestmark = pytest.mark.integration
 
 PER_TOPIC = 120
-CONSUMER_OF = {"gpuflow.jobs.submitted": "router", "gpuflow.jobs.routed": "placer",
-               "gpuflow.jobs.events": "lifecycle", "gpuflow.node.inventory": "inventory",
-               "gpuflow.node.telemetry": "telemetry", "gpuflow.grid.signals": "grid"}  # fmt: skip
 
 
 def _invalid(event: str, value: bytes) -> bool:
