@@ -41,9 +41,12 @@ from infra.kafka import consumer, producer
 from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_EVENTS, NODE_INVENTORY
 from schemas import CodecError, SingleObjectCodec
 from streams.ledger import overbooked
-from streams.validation import problems
+from streams.validation import Rules, problems
 
 CODEC = SingleObjectCodec()
+
+
+RULES = Rules()  # one instance: it remembers the regions seen, as the worker's does
 
 
 def _expected_invalid(event: str, value: bytes) -> bool:
@@ -51,10 +54,12 @@ def _expected_invalid(event: str, value: bytes) -> bool:
         name, record = CODEC.decode(value)
     except CodecError:
         return True
-    return name != event or bool(problems(name, record))
+    return name != event or bool(problems(name, record, RULES))
 
 
-def _read_all(config: Any, topic: str) -> list[dict[str, Any]]:
+def _read_all(config: Any, topic: str, *, log_time: bool = False) -> list[dict[str, Any]]:
+    """Every decodable record of `topic`; with `log_time`, `ts` is when it was produced (the
+    Kafka timestamp), which a hostile sender's `ts` does not tell."""
     c = consumer(config.kafka, group_id=f"bench-fuzz-{time.monotonic_ns()}",
                  **{"enable.partition.eof": True})  # fmt: skip
     out: list[dict[str, Any]] = []
@@ -70,9 +75,12 @@ def _read_all(config: Any, topic: str) -> list[dict[str, Any]]:
                         pending.discard(msg.partition())
                     continue
                 try:
-                    out.append(CODEC.decode(msg.value())[1])
+                    record = CODEC.decode(msg.value())[1]
                 except CodecError:
                     continue
+                if log_time:
+                    record["ts"] = msg.timestamp()[1]
+                out.append(record)
     finally:
         c.close()
     return out
@@ -142,17 +150,23 @@ def _send(config: Any, gen: HostileRecords, per_topic: int, rate: float) -> dict
 
 
 def _drain(watch: Watch, sent: int, timeout_s: float) -> tuple[dict[str, Any], int]:
-    """Wait until the worker consumed every record; (last metrics, seconds stuck at most)."""
+    """Wait until the worker consumed every record we sent (each consumer at least its share;
+    the placer and lifecycle also read the worker's own spill-overs and the executor's events)
+    and then went quiet for 5 s; (last metrics, longest stretch without progress, s)."""
     deadline, last, stuck_since, worst = time.monotonic() + timeout_s, -1, time.monotonic(), 0.0
     metrics: dict[str, Any] = {}
+    per_consumer = sent // len(CONSUMER_OF)
     while time.monotonic() < deadline:
         metrics = watch.metrics() or metrics
-        done = sum((metrics.get("consumed") or {}).get(c, 0) for c in CONSUMER_OF.values())
-        if done >= sent:
-            break
+        consumed = metrics.get("consumed") or {}
+        done = sum(consumed.get(c, 0) for c in CONSUMER_OF.values())
+        all_in = all(consumed.get(c, 0) >= per_consumer for c in CONSUMER_OF.values())
         if done != last:
             last, stuck_since = done, time.monotonic()
-        worst = max(worst, time.monotonic() - stuck_since)
+        elif all_in and time.monotonic() - stuck_since >= 5.0:
+            break
+        if not all_in:
+            worst = max(worst, time.monotonic() - stuck_since)
         time.sleep(1.0)
     return metrics, int(worst)
 
@@ -163,6 +177,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=800.0, help="records per second, all topics")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--keep-data", action="store_true", help="keep the logs and data dir")
     args = ap.parse_args()
 
     data_dir = Path(tempfile.mkdtemp(prefix="gpuflow-bench-fuzz-"))
@@ -185,10 +200,13 @@ def main() -> None:
         executor.join(15)
         letters = [r for r in _read_all(cfg, DEADLETTER) if r["consumer"] in CONSUMER_OF.values()]
         decisions = _read_all(cfg, DECISIONS_PLACEMENT)
-        events = _read_all(cfg, JOBS_EVENTS)
+        # a release happens when the worker consumes the event, after it was produced: judge
+        # the decision log against produce times (hostile events carry any ts they like)
+        events = _read_all(cfg, JOBS_EVENTS, log_time=True)
         watch.stop.set()
         watch.thread.join(5)
-    shutil.rmtree(data_dir, ignore_errors=True)
+    if not args.keep_data:
+        shutil.rmtree(data_dir, ignore_errors=True)
 
     by_source = Counter(r["source_topic"] for r in letters)
     topics: dict[str, dict[str, Any]] = {}

@@ -115,6 +115,7 @@ class WorkerConfig:
     stale_after_s: float = 10.0  # node heartbeat missing this long => unhealthy
     stall_after_s: float = 30.0  # fetched records not reaching a stream this long => not live
     max_clock_skew_s: float = 300.0  # an event stamped further ahead than this is dead-lettered
+    max_regions: int = 64  # node/job events naming a region beyond this many are dead-lettered
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like

@@ -93,15 +93,21 @@ def read_ended_jobs(
 def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
     """GPUs whose concurrent reservations exceed one whole GPU, from the logs alone.
 
-    A placement holds its GPUs from its decision's ts until the job's FINISHED event ts (the
-    placer only reuses GPUs after it consumed that event, so later decisions are later in ts).
+    A placement holds its GPUs from its decision's ts until the job's first ending event
+    (FINISHED, FAILED, EVICTED) stamped at or after it (the placer only reuses GPUs after it
+    consumed that event, so later decisions are later in ts). An ending event stamped before
+    the placement (a stale or hostile one) cannot be placed on this timeline and is skipped,
+    which can only make the check stricter.
     """
-    ends = {e["job_id"]: e["ts"] for e in events if e.get("type") in ("FINISHED", "FAILED")}
+    ends: dict[str, list[int]] = {}
+    for e in events:
+        if e.get("type") in _ENDED:
+            ends.setdefault(e["job_id"], []).append(int(e["ts"]))
     spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
     for d in decisions:
         if d.get("outcome") != "PLACED":
             continue
-        end = ends.get(d["job_id"], 2**62)
+        end = min((t for t in ends.get(d["job_id"], ()) if t >= d["ts"]), default=2**62)
         for a in d["assignments"]:
             for gpu in a["gpu_indices"]:
                 spans.setdefault((a["node_id"], gpu), []).append((d["ts"], end, a["gpu_milli"]))

@@ -57,6 +57,7 @@ class Runtime:
         self.rules = Rules(
             max_future_ms=int(config.worker.max_clock_skew_s * 1000),
             verified_required=self.admission.required,
+            max_regions=config.worker.max_regions,
         )
 
     # -- readiness ----------------------------------------------------------------------------

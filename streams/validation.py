@@ -39,6 +39,8 @@ class Rules:
 
     max_future_ms: int = 300_000  # a ts further ahead of our clock than this is refused
     verified_required: bool = False  # tenant keys configured: routed jobs must be verified
+    max_regions: int = 64  # regions the worker will ever track: more would grow it forever
+    known_regions: set[str] = field(default_factory=set)  # regions of valid events so far
     clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
 
 
@@ -49,6 +51,8 @@ def problems(event: str, record: Mapping[str, Any], rules: Rules | None = None) 
     checker = CHECKERS.get(event)
     if checker is not None:
         out += checker(record, rules)
+    if not out:
+        _remember_regions(event, record, rules)
     return out
 
 
@@ -119,6 +123,25 @@ def _list(
     return out[:3]  # the first few say enough
 
 
+def _regions(rules: Rules, *values: Any) -> Problems:
+    """New regions past `max_regions`: each one would grow the worker's state for good."""
+    new = {str(v) for v in values if v} - rules.known_regions
+    if len(rules.known_regions) + len(new) <= rules.max_regions:
+        return []
+    return [f"region: {sorted(new)[0][:60]!r} would be region {len(rules.known_regions) + 1}; "
+            f"worker.max_regions is {rules.max_regions}"]  # fmt: skip
+
+
+def _remember_regions(event: str, record: Mapping[str, Any], rules: Rules) -> None:
+    if event in ("RoutedJob", "NodeInventory", "NodeTelemetry", "GridSignal", "JobEvent"):
+        named = [
+            record.get("region"),
+            record.get("queue_region"),
+            *(record.get("candidates") or ()),
+        ]
+        rules.known_regions.update(str(r) for r in named if r)
+
+
 def _envelope(record: Mapping[str, Any], rules: Rules) -> Problems:
     out = _ids(record, "event_id")
     ts = int(record.get("ts", 0))
@@ -156,6 +179,8 @@ def _routed(record: Mapping[str, Any], rules: Rules) -> Problems:
     out = [f"job.{p}" for p in _job(job, rules)]
     out += _ids(record, "region") + _ids(record, "queue_region", required=False)
     out += _list(record, "candidates", MAX_CANDIDATES)
+    out += _regions(rules, record.get("region"), record.get("queue_region"),
+                    *(record.get("candidates") or ()))  # fmt: skip
     out += _count("attempt", record.get("attempt", 1), 1, MAX_ATTEMPTS)
     out += _count("worker_us", record.get("worker_us", 0), 0, 3_600_000_000)  # < 1 h of work
     out += _real("region_score", record.get("region_score", 0.0), None)
@@ -168,7 +193,7 @@ def _routed(record: Mapping[str, Any], rules: Rules) -> Problems:
 
 
 def _inventory(record: Mapping[str, Any], rules: Rules) -> Problems:
-    out = _ids(record, "node_id", "region", "gpu_model")
+    out = _ids(record, "node_id", "region", "gpu_model") + _regions(rules, record.get("region"))
     out += _ids(record, "zone", "rack", "cloud", "interconnect", required=False)
     count = int(record.get("gpu_count", 0))
     out += _count("gpu_count", count, 0, MAX_NODE_GPUS)
@@ -196,7 +221,7 @@ _GPU_REALS = {  # field: (low, high); None = unbounded
 
 
 def _telemetry(record: Mapping[str, Any], rules: Rules) -> Problems:
-    out = _ids(record, "node_id", "region")
+    out = _ids(record, "node_id", "region") + _regions(rules, record.get("region"))
     gpus = list(record.get("gpus") or ())
     if len(gpus) > MAX_NODE_GPUS:
         return [*out, f"gpus: more than {MAX_NODE_GPUS} entries ({len(gpus)})"]
@@ -216,7 +241,7 @@ def _telemetry(record: Mapping[str, Any], rules: Rules) -> Problems:
 
 
 def _grid(record: Mapping[str, Any], rules: Rules) -> Problems:
-    out = _ids(record, "region")
+    out = _ids(record, "region") + _regions(rules, record.get("region"))
     out += _real("price_per_kwh", record.get("price_per_kwh"), -1e4, 1e4)  # can go negative
     out += _real("carbon_g_per_kwh", record.get("carbon_g_per_kwh"), 0.0, 1e5)
     out += _real("renewable_share", record.get("renewable_share", 0.0), 0.0, 1.0)
@@ -225,6 +250,7 @@ def _grid(record: Mapping[str, Any], rules: Rules) -> Problems:
 
 def _job_event(record: Mapping[str, Any], rules: Rules) -> Problems:
     out = _ids(record, "job_id", "region") + _texts(record, "detail")
+    out += _regions(rules, record.get("region"))
     out += _list(record, "node_ids")
     out += _real("progress", record.get("progress", 0.0), 0.0, 1.0)
     return out
