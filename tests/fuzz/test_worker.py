@@ -94,7 +94,9 @@ def test_hostile_records_on_the_real_worker(config: Config) -> None:
             TopicReader(run.config, JOBS_EVENTS),
         )
         events.poll(2.0)  # judged by when each event was produced: hostile ones carry any ts
-        produced = [{**r, "ts": m.timestamp()[1]} for r, m in zip(events.records, events.raw)]
+        produced = [
+            {**r, "ts": m.timestamp()[1]} for r, m in zip(events.records, events.raw, strict=True)
+        ]
         assert not overbooked(decisions.poll(2.0), produced)
         for reader in (letters, decisions, events):
             reader.close()
