@@ -188,7 +188,8 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                 if record is None:
                     continue
                 await rt.ensure_ready()
-                await rt.send_all(rt.scheduler.on_job_event(record))
+                produced_ms = int((event.message.timestamp or time.time()) * 1000)  # written at
+                await rt.send_all(rt.scheduler.on_job_event(record, produced_ms=produced_ms))
 
     @app.agent(topics[NODE_INVENTORY], name="gpuflow.inventory")
     async def inventory(stream: Any) -> None:

@@ -230,6 +230,7 @@ class Scheduler:
             "assignments": record["assignments"],
             "gpu_model": record["gpu_model"],
             "released": False,
+            "placed_ts": record["ts"],
         }
         self.queue.pop(job_id, None)
         self.final.add(job_id)
@@ -337,12 +338,26 @@ class Scheduler:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def on_job_event(self, event: Mapping[str, Any]) -> list[Outgoing]:
-        """Release GPUs when a job ends; then try the region's queue."""
+    def on_job_event(
+        self, event: Mapping[str, Any], *, produced_ms: int | None = None
+    ) -> list[Outgoing]:
+        """Release GPUs when a job ends; then try the region's queue.
+
+        `produced_ms` is when the event was written to the log (its Kafka timestamp): an end
+        written before this placement was decided (a finish before a start, a stale or
+        replayed event) is not about this placement and frees nothing.
+        """
         if event["type"] not in ("FINISHED", "FAILED", "EVICTED"):
             return []
         job_id = event["job_id"]
         entry = self.reservations.get(job_id)
+        if (
+            entry is not None
+            and produced_ms is not None
+            and produced_ms < entry.get("placed_ts", 0)
+        ):
+            log.warning("end of job written before its placement ignored job_id=%s", job_id)
+            return []
         if entry is None or entry.get("released"):
             self.state.release(job_id)  # idempotent
             return []
