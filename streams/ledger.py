@@ -30,7 +30,7 @@ _ENDED = ("FINISHED", "FAILED", "EVICTED")
 
 def _read_topic(
     kafka: KafkaConfig, codec: Codec, topic: str, timeout_s: float
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[tuple[dict[str, Any], int]]:
     """Every decodable record of `topic`, from the beginning to end-of-partition."""
     c = consumer(
         kafka, group_id=f"gpuflow-ledger-{time.monotonic_ns()}", **{"enable.partition.eof": True}
@@ -55,7 +55,7 @@ def _read_topic(
                         pending.discard(partition)
                     continue
                 try:
-                    yield codec.decode(msg.value(), topic=topic)[1]
+                    yield codec.decode(msg.value(), topic=topic)[1], msg.timestamp()[1]
                 except DecodeError:
                     continue  # its consumer dead-letters it; nothing to learn here
     finally:
@@ -69,7 +69,7 @@ def read_final_decisions(
     started = time.monotonic()
     found = {
         r["job_id"]: r
-        for r in _read_topic(kafka, codec, topic, timeout_s)
+        for r, _ in _read_topic(kafka, codec, topic, timeout_s)
         # a submission refused at admission (streams.admission) leaves its job id undecided
         if r.get("outcome") in _FINAL and r.get("admitted", True)
     }
@@ -79,15 +79,18 @@ def read_final_decisions(
 
 def read_ended_jobs(
     kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
-) -> set[str]:
-    """Jobs the executor reported finished, failed or evicted: their GPUs are free again.
+) -> dict[str, int]:
+    """Jobs the executor reported finished, failed or evicted, with when the last such report
+    was written (ms): their GPUs are free again if that is after their placement.
 
     The log, not the reservations table, is the authority: a table write lost in a crash
     must neither leak GPUs (a release lost) nor resurrect a finished job.
     """
-    return {
-        r["job_id"] for r in _read_topic(kafka, codec, topic, timeout_s) if r.get("type") in _ENDED
-    }
+    ended: dict[str, int] = {}
+    for r, written in _read_topic(kafka, codec, topic, timeout_s):
+        if r.get("type") in _ENDED:
+            ended[r["job_id"]] = max(ended.get(r["job_id"], 0), written)
+    return ended
 
 
 def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:

@@ -68,7 +68,11 @@ class Scheduler:
 
     # -- recovery -----------------------------------------------------------------------------
 
-    def rebuild(self, logged: Mapping[str, Mapping[str, Any]], ended: Collection[str] = ()) -> None:
+    def rebuild(
+        self,
+        logged: Mapping[str, Mapping[str, Any]],
+        ended: Collection[str] | Mapping[str, int] = (),
+    ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision log.
 
         `logged` maps job_id -> its final PlacementDecision as found in the log. A reservation
@@ -86,7 +90,7 @@ class Scheduler:
         for job_id, entry in list(self.reservations.items()):
             if job_id not in self.final:
                 del self.reservations[job_id]
-            elif job_id in ended and not entry.get("released"):
+            elif _has_ended(ended, job_id, entry.get("placed_ts")) and not entry.get("released"):
                 self.reservations[job_id] = {**entry, "released": True}
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
@@ -96,7 +100,8 @@ class Scheduler:
                     "region": decision["region"],
                     "assignments": decision["assignments"],
                     "gpu_model": decision.get("gpu_model"),
-                    "released": job_id in ended,
+                    "released": _has_ended(ended, job_id, decision.get("ts")),
+                    "placed_ts": decision.get("ts"),
                 }
                 self.reservations[job_id] = entry
                 if not entry["released"]:
@@ -406,3 +411,11 @@ class Scheduler:
 
 def _us_since(started_ns: int) -> int:
     return (time.perf_counter_ns() - started_ns) // 1000
+
+
+def _has_ended(ended: Collection[str] | Mapping[str, int], job_id: str, placed_ts: Any) -> bool:
+    """Whether the job-event log ends this placement: with write times (a mapping), only an
+    end written at or after the placement counts (as `on_job_event` judges it live)."""
+    if isinstance(ended, Mapping):
+        return job_id in ended and ended[job_id] >= int(placed_ts or 0)
+    return job_id in ended
