@@ -39,7 +39,7 @@ class FleetTracker:
         self._carbon: dict[str, float] = {}
         self._last_retry: dict[str, float] = {}
         self._last_ts: dict[str, int] = {}  # node -> ts of the last telemetry applied
-        self._newest_ms = 0  # the newest node event ts seen: the fleet's clock
+        self._newest_ms: dict[str, int] = {}  # region -> its newest node event ts: its clock
         self.ignored: Counter[str] = Counter()  # valid events with nothing to apply
         self.retry_every_s = 1.0
 
@@ -56,7 +56,7 @@ class FleetTracker:
             return []
         self.s.nodes[node_id] = dict(record)
         self.s.state.upsert_node(node_spec(record))
-        self.s.last_seen[node_id] = max(self.s.last_seen.get(node_id, 0.0), self._seen_at(record))
+        self.s.last_seen[node_id] = time.monotonic()
         shrank = held is not None and int(record["gpu_count"]) < int(held["gpu_count"])
         out = self._report_lost_gpus(node_id, int(record["gpu_count"])) if shrank else []
         if self.s.queued_in(record["region"]):
@@ -88,11 +88,10 @@ class FleetTracker:
             self.ignored["telemetry_out_of_order"] += 1
             return []
         self._last_ts[node_id] = ts
-        seen = self._seen_at(record)
-        self.s.last_seen[node_id] = max(self.s.last_seen.get(node_id, 0.0), seen)
-        if node_id in self.stale and time.monotonic() - seen >= self.stale_after_s:
+        if self._age_s(record) >= self.stale_after_s:
             self.ignored["telemetry_stale"] += 1
-            return []  # still stale: an old report says nothing about now
+            return []  # an old report (a burst replayed after a reconnect) says nothing of now
+        self.s.last_seen[node_id] = time.monotonic()
         gpus = record.get("gpus") or []
         was_stale = node_id in self.stale
         self.stale.discard(node_id)
@@ -133,15 +132,15 @@ class FleetTracker:
         state.set_gpu_health(node_id, healthy.tolist())
         state.set_perf_factor(node_id, perf.tolist())
 
-    def _seen_at(self, record: Mapping[str, Any]) -> float:
-        """When (monotonic) the node last spoke, judged by event time: a report much older than
-        the newest one from the fleet is old news. Measured against the fleet's own newest ts,
-        not our clock, so a worker catching up on a backlog does not think the fleet is dead.
+    def _age_s(self, record: Mapping[str, Any]) -> float:
+        """How much older a report is than the newest one from its region. Measured against
+        the region's own newest ts (a region's events share a partition, so they arrive in
+        order), not our clock, so a worker catching up on a backlog, or one partition behind
+        another, does not take the fleet's reports for old ones.
         """
-        ts = int(record.get("ts") or 0)
-        self._newest_ms = max(self._newest_ms, ts)
-        age_s = (self._newest_ms - ts) / 1000 if ts else 0.0
-        return time.monotonic() - age_s
+        ts, region = int(record.get("ts") or 0), str(record.get("region", ""))
+        newest = self._newest_ms[region] = max(self._newest_ms.get(region, 0), ts)
+        return (newest - ts) / 1000 if ts else 0.0
 
     def on_grid(self, record: Mapping[str, Any]) -> None:
         self._carbon[record["region"]] = float(record["carbon_g_per_kwh"])
