@@ -39,7 +39,6 @@ class FleetTracker:
         self._carbon: dict[str, float] = {}
         self._last_retry: dict[str, float] = {}
         self._last_ts: dict[str, int] = {}  # node -> ts of the last telemetry applied
-        self._newest_ms: dict[str, int] = {}  # region -> its newest node event ts: its clock
         self.ignored: Counter[str] = Counter()  # valid events with nothing to apply
         self.retry_every_s = 1.0
 
@@ -77,8 +76,8 @@ class FleetTracker:
         ]
 
     def on_telemetry(self, record: Mapping[str, Any]) -> list[Outgoing]:
-        """Apply a node's report; reports older than the last one applied are ignored, and an
-        old report (a burst replayed after a reconnect) does not make a stale node live."""
+        """Apply a node's report; a report older than the last one applied (a burst of buffered
+        telemetry replayed after a reconnect, events out of order) is ignored."""
         node_id = record["node_id"]
         if node_id not in self.s.nodes and node_id not in self.s.last_seen:
             self.ignored["telemetry_unknown_node"] += 1
@@ -88,9 +87,6 @@ class FleetTracker:
             self.ignored["telemetry_out_of_order"] += 1
             return []
         self._last_ts[node_id] = ts
-        if self._age_s(record) >= self.stale_after_s:
-            self.ignored["telemetry_stale"] += 1
-            return []  # an old report (a burst replayed after a reconnect) says nothing of now
         self.s.last_seen[node_id] = time.monotonic()
         gpus = record.get("gpus") or []
         was_stale = node_id in self.stale
@@ -131,16 +127,6 @@ class FleetTracker:
                 perf[g["index"]] = float(g["perf_factor"])
         state.set_gpu_health(node_id, healthy.tolist())
         state.set_perf_factor(node_id, perf.tolist())
-
-    def _age_s(self, record: Mapping[str, Any]) -> float:
-        """How much older a report is than the newest one from its region. Measured against
-        the region's own newest ts (a region's events share a partition, so they arrive in
-        order), not our clock, so a worker catching up on a backlog, or one partition behind
-        another, does not take the fleet's reports for old ones.
-        """
-        ts, region = int(record.get("ts") or 0), str(record.get("region", ""))
-        newest = self._newest_ms[region] = max(self._newest_ms.get(region, 0), ts)
-        return (newest - ts) / 1000 if ts else 0.0
 
     def on_grid(self, record: Mapping[str, Any]) -> None:
         self._carbon[record["region"]] = float(record["carbon_g_per_kwh"])
