@@ -104,7 +104,7 @@ class Watch:
             worker = self.stack.worker
             if worker is not None and not worker.alive():
                 self.restarts += 1
-                self.stack.worker = WorkerProcess(self.stack.config, name="worker-r").start()
+                self.stack.workers[0] = WorkerProcess(self.stack.config, name="worker-r").start()
                 continue
             try:
                 body = httpx.get(f"{self.base}/health/", timeout=5).json()

@@ -30,14 +30,19 @@ from infra.topics import (
 from schemas import make_codec
 from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
 from scorer.errors import GpuflowError, UnknownPluginError
+from streams.activity import register_activity_page
 from streams.broker_watch import BrokerWatch
 from streams.consumer_state import consumer_state, forget_offsets
 from streams.history_process import HistoryProcess
+from streams.metrics_page import register_metrics_page
+from streams.ownership import Ownership, region_table
+from streams.plan import register_plan_page
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
 from streams.transport import GpuflowApp
 from streams.web import register_sql_proxy
+from streams.webui import register_ui
 
 __all__ = ["create_app"]
 
@@ -109,8 +114,9 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         spec.name: app.topic(spec.name, partitions=config.kafka.partitions, **raw)  # type: ignore[arg-type]
         for spec in TOPICS
     }
+    partition_of = config.kafka.partitioner()
     tables = {
-        name: app.Table(f"{name}", default=None, partitions=config.kafka.partitions)
+        name: region_table(app, name, config.kafka.partitions, partition_of)
         for name in ("reservations", "queue", "nodes")
     }
     state = ClusterState()
@@ -123,12 +129,15 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         partitions=config.kafka.partitions,
         region_order=config.kafka.regions_pinned,
         view_ttl_s=config.worker.view_ttl_s,
+        porting_penalties=config.worker.porting_penalties,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
-    remote = RemoteRegions(config, codec)
+    remote = RemoteRegions(config, codec, max_age_s=config.worker.remote_view_max_age_s)
     scheduler.remote_views = remote.views
     rt = Runtime(config, codec, scheduler)
     rt.topics = topics
+    rt.ownership = Ownership(partition_of, app.assignor.assigned_actives)
+    rt.remote = remote
 
     def mark_dirty(*_: Any, **__: Any) -> None:
         rt.dirty = True
@@ -140,11 +149,15 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     _watch_broker(app, rt)
     _register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
+    history_metrics = history_sql = None
     if config.store.enabled:  # the worker owns the ClickHouse store, through a child process
         history = HistoryProcess(config)
         _run_with_worker(app, history.start, history.stop)
         register_sql_proxy(app, history.url)
         _watch_history(app, rt, history)
+        history_metrics, history_sql = history.metrics_url, history.url
+    register_metrics_page(app, rt, history_metrics)
+    register_ui(app, rt, history_sql)
     return app, rt
 
 
@@ -210,6 +223,7 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                     rt.metrics.telemetry(record["ts"])
                     await rt.ensure_ready(fleet=False)
                     await rt.send_all(rt.fleet.on_telemetry(record))
+                    rt.activity.on_telemetry(record, rt.scheduler.state)
 
     @app.agent(topics[GRID_SIGNALS], name="gpuflow.grid")
     async def grid(stream: Any) -> None:
@@ -222,8 +236,12 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
 
 def _placer(config: Config, state: ClusterState) -> Placer:
     """The configured placer preset over this worker's state."""
+    penalties = config.worker.porting_penalties
+    score_args = {"porting": {"penalties": penalties}} if penalties else None
     try:
-        return make_placer(config.worker.policy, state, throughput=_throughput(config))
+        return make_placer(
+            config.worker.policy, state, throughput=_throughput(config), score_args=score_args
+        )
     except UnknownPluginError as exc:
         raise ConfigError(f"worker.policy: {exc}") from exc
 
@@ -254,6 +272,9 @@ def _run_with_worker(app: faust.App, start: Any, stop: Any) -> None:
 
 
 def _register_pages(app: faust.App, rt: Runtime) -> None:
+    register_plan_page(app, rt.scheduler)  # POST /plan/: gpuflow submit --dry-run
+    register_activity_page(app, rt.activity, rt.scheduler)  # GET /activity/: gpuflow top
+
     @app.page("/state/")
     async def state(web: Any, request: Any) -> Any:
         """What this worker holds: free and total GPUs by region, held and queued jobs."""

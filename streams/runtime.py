@@ -6,24 +6,30 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.kafka import committed_offsets, end_offsets
 from infra.signing import verifier
-from infra.topics import DEADLETTER, NODE_INVENTORY
+from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, NODE_INVENTORY
 from schemas import Codec, CodecError
 from scorer.errors import GpuflowError
+from streams.activity import Activity
 from streams.admission import VERIFIED_TENANT, Admission
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
-from streams.ledger import read_ended_jobs, read_final_decisions
+from streams.ledger import read_ended_jobs, read_final_decisions, read_routed_attempts
 from streams.metrics import Metrics
+from streams.metrics_page import note_sent
 from streams.outbox import Outgoing
+from streams.ownership import Ownership
+from streams.prometheus import METRICS, record_dead_letter
+from streams.regions import RemoteRegions
 from streams.scheduling import Scheduler
 from streams.validation import Rules, joined, problems
+from streams.webui import RecentDecisions
 
 __all__ = ["Runtime"]
 
@@ -52,6 +58,10 @@ class Runtime:
         self.metrics = Metrics()
         self.dependencies: dict[str, dict[str, Any]] = {}  # name -> its last status
         self.fleet.ignored = self.metrics.ignored
+        self.activity = Activity()  # `/activity/`, read by `gpuflow top`
+        self.ownership: Ownership | None = None  # set by create_app: partitions owned now
+        self.remote: RemoteRegions | None = None  # other workers' region summaries
+        self.recent = RecentDecisions()  # the latest decisions, for the /ui/ page
         self.stalls = StallWatch(config.worker.stall_after_s)
         self.admission = Admission(verifier(config.auth), codec, scheduler.partition_of)
         self.rules = Rules(
@@ -70,6 +80,7 @@ class Runtime:
         if self.dirty:
             self.dirty = False
             self._ready.clear()
+            self._fleet_caught_up.clear()  # regions gained in a rebalance: know their nodes
             self._preparing = None
         if not self._ready.is_set():
             if self._preparing is None:
@@ -85,20 +96,42 @@ class Runtime:
             None, read_final_decisions, self.config.kafka, self.codec
         )
         ended = await loop.run_in_executor(None, read_ended_jobs, self.config.kafka, self.codec)
-        self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends)
-        self.scheduler.rebuild(logged, ended)
+        routed = await loop.run_in_executor(
+            None, read_routed_attempts, self.config.kafka, self.codec
+        )
+        owned = self.ownership.partitions() if self.ownership is not None else None
+        self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends, owned)
+        self.scheduler.rebuild(logged, ended, self._owns(owned))
+        self.scheduler.note_routed(routed)
+        METRICS.rebalances.inc()
+        self.fleet.stale &= set(self.scheduler.nodes)
+        if self.remote is not None:  # the router must know every region before it decides
+            await loop.run_in_executor(None, self.remote.wait_caught_up, 15.0)
         self._ready.set()
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
 
-    def _inventory_ends(self) -> dict[int, int]:
-        """Offsets the inventory agent must reach: the log's end, minus what it had committed.
+    def _owns(self, owned: frozenset[int] | None) -> Callable[[str], bool]:
+        """Regions on the partitions this worker owns (all of them without an assignment)."""
+        if self.ownership is None or owned is None:
+            return lambda region: True
+        ownership = self.ownership
+        log.info("owning partitions=%s", sorted(owned))
+        return lambda region: ownership.owns(region, owned)
+
+    def _inventory_ends(self, owned: frozenset[int] | None = None) -> dict[int, int]:
+        """Offsets the inventory agent must reach: the log's end, minus what it had committed,
+        on the partitions this worker owns (another worker's never reach this one).
 
         After a restart the agent resumes at its committed offsets and the tables already hold
         the rest, so a partition whose commit is at the end is caught up without new events.
         """
         ends = end_offsets(self.config.kafka, NODE_INVENTORY)
         done = committed_offsets(self.config.kafka, self.config.worker.app_id, NODE_INVENTORY)
-        return {p: end for p, end in ends.items() if done.get(p, 0) < end}
+        return {
+            p: end
+            for p, end in ends.items()
+            if done.get(p, 0) < end and (owned is None or p in owned)
+        }
 
     def inventory_caught_up(self) -> bool:
         return all(
@@ -143,10 +176,14 @@ class Runtime:
 
     async def send_all(self, messages: Iterable[Outgoing]) -> None:
         for msg in messages:
+            if msg.topic == DECISIONS_PLACEMENT:
+                self.activity.on_decision(msg.record)
             value = self.codec.encode(msg.event, msg.record, topic=msg.topic)
             await self.topics[msg.topic].send(
                 key=msg.key.encode(), value=value, partition=msg.partition
             )
+            note_sent(msg)
+            self.recent.add(msg)
 
     async def dead_letter(self, message: Any, error: Exception | str, consumer_name: str) -> None:
         """Park bytes we cannot use, with why and where they came from; the stream goes on."""
@@ -154,6 +191,8 @@ class Runtime:
             topic=message.topic, partition=message.partition, offset=message.offset,
             key=message.key, value=message.value, error=error, consumer=consumer_name,
         )  # fmt: skip
+        self.activity.on_dead_letter(error)
+        record_dead_letter(message.topic, consumer_name)
         log.warning(
             "dead letter topic=%s partition=%s offset=%s consumer=%s error=%s",
             message.topic,
@@ -190,6 +229,7 @@ class Runtime:
         """
         message = event.message
         self.metrics.consumed[consumer_name] += 1
+        METRICS.events.labels(consumer_name).inc()
         try:
             name, record = self.codec.decode(message.value, topic=message.topic)
         except CodecError as exc:

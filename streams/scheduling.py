@@ -53,6 +53,7 @@ class Scheduler:
         region_order: Sequence[str] = (),
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
+        porting_penalties: Mapping[str, float] | None = None,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -61,9 +62,12 @@ class Scheduler:
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
         self.final: set[str] = set()
+        # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
+        self.routed_attempts: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
+        self.porting_penalties = dict(porting_penalties or {})  # the router's, as the placer's
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
 
     # -- recovery -----------------------------------------------------------------------------
@@ -72,6 +76,7 @@ class Scheduler:
         self,
         logged: Mapping[str, Mapping[str, Any]],
         ended: Collection[str] | Mapping[str, int] = (),
+        owns: Callable[[str], bool] = lambda region: True,
     ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision log.
 
@@ -80,7 +85,10 @@ class Scheduler:
         missing from the table was announced but not recorded: record it. `ended` are jobs the
         job-event log says finished: whatever the table says, their GPUs are free. Idempotent:
         after a rebalance it runs again on live state, which also knows decisions not yet logged.
+        `owns(region)` says which regions this worker holds now: the rest leave memory, and
+        only owned regions' placements are restored from the log.
         """
+        self.forget_unowned(owns)
         for job_id in list(self.state.jobs):
             self.state.release(job_id)
         for record in self.nodes.values():
@@ -95,7 +103,8 @@ class Scheduler:
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
         for job_id, decision in logged.items():
-            if decision["outcome"] == "PLACED" and job_id not in self.reservations:
+            placed = decision["outcome"] == "PLACED" and owns(decision.get("region") or "")
+            if placed and job_id not in self.reservations:
                 entry = {
                     "region": decision["region"],
                     "assignments": decision["assignments"],
@@ -115,6 +124,36 @@ class Scheduler:
             len(self.state.jobs),
             len(self.queue),
         )
+
+    def note_routed(self, attempts: Mapping[str, int]) -> None:
+        """Remember how far each undecided job got through the regions (from the routed log).
+
+        With several workers a replayed record must not start a second path for a job: a
+        router that takes over a `jobs.submitted` partition would route an already routed
+        job again (maybe to another region and worker), and a placer that takes over a region
+        would decide a RoutedJob its predecessor had already forwarded to another region.
+        """
+        self.routed_attempts = {j: a for j, a in attempts.items() if j not in self.final}
+
+    def forget_unowned(self, owns: Callable[[str], bool]) -> list[str]:
+        """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
+        from memory only (the owner recovers them from the changelog); the nodes dropped."""
+        for table in (self.nodes, self.reservations, self.queue):
+            gone = [k for k, v in table.items() if not owns(str(v.get("region") or ""))]
+            forget = getattr(table, "forget_local", None)  # a RegionTable: no tombstones
+            if forget is not None:
+                forget(gone)
+            else:
+                for key in gone:
+                    table.pop(key, None)
+        dropped = [n.node_id for n in self.state.nodes if not owns(n.region)]
+        for node_id in dropped:
+            self.state.remove_node(node_id)
+            self.last_seen.pop(node_id, None)
+        if dropped:
+            log.info("forgot regions no longer owned nodes=%d", len(dropped))
+        self._views = (0.0, {})
+        return dropped
 
     def _reserve_quietly(self, job_id: str, assignments: Any) -> None:
         try:
@@ -142,7 +181,7 @@ class Scheduler:
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
         job_id = job["job_id"]
-        if job_id in self.final:
+        if job_id in self.final or job_id in self.routed_attempts:  # decided, or on its way
             return []
         submitted_ts = int(job["ts"])
         problems = job_problems(job)
@@ -150,7 +189,9 @@ class Scheduler:
             return self._refuse_unrouted(
                 job, started_ns, [f"invalid job spec: {p}" for p in problems]
             )
-        ranked = rank_regions(job_spec(job), self.region_views())
+        ranked = rank_regions(
+            job_spec(job), self.region_views(), porting_penalties=self.porting_penalties
+        )
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"
@@ -203,6 +244,8 @@ class Scheduler:
         job_id, region = job["job_id"], routed["region"]
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
+        if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
+            return []  # a replay: this job was already forwarded past this region
         result = self.placer.place(job_spec(job), region)
         if result.placed:
             placed = self._commit(routed, result, started_ns)
@@ -295,7 +338,7 @@ class Scheduler:
                     partition_of=self.partition_of,
                 )
             ]
-        reasons = list(result.reasons) or ["no node in any allowed region can ever host this job"]
+        reasons = self._rejection_reasons(job, result)
         return [
             self._final(
                 job,
@@ -309,6 +352,18 @@ class Scheduler:
                 worker_us=worker_us,
             )
         ]
+
+    def _rejection_reasons(self, job: Mapping[str, Any], last: PlacementResult) -> list[str]:
+        """Why a job is rejected, over every region this worker holds: the last region tried
+        may lack the job's GPU model altogether ("H200 is not an allowed GPU model") while the
+        decisive reason is elsewhere ("needs 139 GiB per GPU, H100 has 79.6 GiB")."""
+        everywhere = self.placer.place(job_spec(job), None)
+        reasons = list(everywhere.reasons) if not everywhere.placed else []
+        return (
+            reasons
+            or list(last.reasons)
+            or ["no node in any allowed region can ever host this job"]
+        )
 
     def _final(
         self,

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.jobspec import job_problems
+from scorer.errors import GpuflowError
+from streams.convert import job_spec, node_spec
 
 __all__ = ["CHECKERS", "MAX_GANG_GPUS", "MAX_NODE_GPUS", "Rules", "joined", "problems"]
 
@@ -171,7 +173,17 @@ def _job(record: Mapping[str, Any], rules: Rules) -> Problems:
     out += _real("expected_duration_s", record.get("expected_duration_s"), 0.0, optional=True)
     for name in ("allowed_gpu_models", "allowed_regions"):
         out += _list(record, name, MAX_ID_CHARS)
-    return sorted(set(out), key=out.index)
+    out = sorted(set(out), key=out.index)
+    return out or _domain(job_spec, record)
+
+
+def _domain(convert: Callable[[Mapping[str, Any]], Any], record: Mapping[str, Any]) -> Problems:
+    """What the decision core's own types refuse (e.g. a software stack it cannot parse)."""
+    try:
+        convert(record)
+    except (GpuflowError, TypeError, ValueError) as exc:
+        return [str(exc).splitlines()[0][:300]]
+    return []
 
 
 def _routed(record: Mapping[str, Any], rules: Rules) -> Problems:
@@ -206,7 +218,7 @@ def _inventory(record: Mapping[str, Any], rules: Rules) -> Problems:
         out.append(f"nvlink_islands: GPU indices must be distinct and within 0..{count - 1}")
     if len(record.get("labels") or {}) > 256:
         out.append("labels: more than 256 entries")
-    return out
+    return out or _domain(node_spec, record)
 
 
 _GPU_REALS = {  # field: (low, high); None = unbounded

@@ -27,7 +27,8 @@ from streams.ledger import overbooked
 
 CODEC = SingleObjectCodec()
 
-__all__ = ["CODEC", "Running", "TopicReader", "final_decisions", "overbooked", "run_stack",
+__all__ = ["CODEC", "Running", "TopicReader", "check_once_and_not_overbooked", "final_decisions",
+           "overbooked", "run_stack",
            "running", "submit_jobs", "wait_for"]  # fmt: skip
 
 
@@ -150,3 +151,21 @@ def final_decisions(decisions: list[dict[str, Any]]) -> dict[str, list[dict[str,
         if d.get("outcome") in ("PLACED", "REJECTED"):
             out.setdefault(d["job_id"], []).append(d)
     return out
+
+
+def check_once_and_not_overbooked(decisions: TopicReader, events: TopicReader) -> set[str]:
+    """No job has two final decisions, every placed job finishes, no GPU was booked twice
+    (from the logs alone); the placed job ids."""
+    decisions.poll(3.0)  # a late duplicate would arrive by now
+    finals = final_decisions(decisions.records)
+    twice = {
+        k: [(d["outcome"], d.get("region"), d["attempt"], d["ts"]) for d in v]
+        for k, v in finals.items()
+        if len(v) > 1
+    }
+    assert twice == {}, f"jobs decided twice: {twice}"
+    placed = {d["job_id"] for d in decisions.records if d.get("outcome") == "PLACED"}
+    finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
+    assert wait_for(lambda: placed <= finished(), 90)
+    assert overbooked(decisions.poll(1.0), events.records) == []
+    return placed
