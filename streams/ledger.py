@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from infra.config import KafkaConfig
 from infra.kafka import consumer
-from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED
+from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, TOPICS
 from schemas import Codec, DecodeError
 
 __all__ = ["overbooked", "read_ended_jobs", "read_final_decisions", "read_routed_attempts"]
@@ -25,6 +25,7 @@ __all__ = ["overbooked", "read_ended_jobs", "read_final_decisions", "read_routed
 log = logging.getLogger(__name__)
 
 _FINAL = ("PLACED", "REJECTED")
+_EVENT_OF = {t.name: t.event for t in TOPICS}
 _ENDED = ("FINISHED", "FAILED", "EVICTED")
 
 
@@ -55,9 +56,11 @@ def _read_topic(
                         pending.discard(partition)
                     continue
                 try:
-                    yield codec.decode(msg.value(), topic=topic)[1], msg.timestamp()[1]
+                    name, record = codec.decode(msg.value(), topic=topic)
                 except DecodeError:
                     continue  # its consumer dead-letters it; nothing to learn here
+                if name == _EVENT_OF.get(topic, name):  # another event type: dead-lettered too
+                    yield record, msg.timestamp()[1]
     finally:
         c.close()
 

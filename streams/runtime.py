@@ -85,7 +85,11 @@ class Runtime:
         if not self._ready.is_set():
             if self._preparing is None:
                 self._preparing = asyncio.ensure_future(self._prepare())
-            await asyncio.shield(self._preparing)
+            try:
+                await asyncio.shield(self._preparing)
+            except Exception:
+                self._preparing = None  # try again with the next event, not never
+                raise
         if fleet and not self._fleet_caught_up.is_set():
             await self._wait_for_inventory(timeout_s=30.0)
 
