@@ -59,15 +59,17 @@ class ExecutorTwin:
         self.stats = ExecutorStats()
         self._seen: set[str] = set()
         self._due: list[tuple[float, str, str, list[str]]] = []  # (when, job_id, region, nodes)
+        self._producer: Any = None
 
     def run(self, stop: threading.Event) -> None:
         """Consume decisions and emit job events until `stop` is set."""
         c = consumer(self.config.kafka, self.group_id)
-        p = producer(self.config.kafka)
+        self._producer = producer(self.config.kafka)
         c.subscribe([DECISIONS_PLACEMENT])
         consumed = False
         try:
             while not stop.is_set():
+                p = self._producer  # replaced if librdkafka gives it up (see _emit)
                 for msg in c.consume(500, timeout=0.1):
                     if msg.error():
                         continue
@@ -81,7 +83,7 @@ class ExecutorTwin:
         except KafkaException as exc:
             log.error("executor stopped: %s", exc)
         finally:
-            p.flush(5)
+            self._producer.flush(5)
             c.close()
 
     def _on_message(self, p: Any, msg: Any) -> None:
@@ -137,4 +139,13 @@ class ExecutorTwin:
         }
         value = self.codec.encode("JobEvent", record, topic=JOBS_EVENTS)
         partition = self.partition_of(region)
-        p.produce(JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition)
+        try:
+            p.produce(JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition)
+        except KafkaException as exc:
+            if not exc.args[0].fatal():
+                raise
+            log.error("executor producer failed for good (%s); starting a new one", exc)
+            self._producer = producer(self.config.kafka)
+            self._producer.produce(
+                JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition
+            )

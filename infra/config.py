@@ -20,6 +20,7 @@ from infra.errors import ConfigError
 from infra.topics import RegionPartitioner
 
 __all__ = [
+    "AuthConfig",
     "BrokerConfig",
     "Config",
     "KafkaConfig",
@@ -115,6 +116,8 @@ class WorkerConfig:
     replan_interval_s: float = 5.0  # the scheduler's timer: queue sweeps, re-planning passes
     stale_after_s: float = 10.0  # node heartbeat missing this long => unhealthy
     stall_after_s: float = 30.0  # fetched records not reaching a stream this long => not live
+    max_clock_skew_s: float = 300.0  # an event stamped further ahead than this is dead-lettered
+    max_regions: int = 64  # node/job events naming a region beyond this many are dead-lettered
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
@@ -146,12 +149,37 @@ class WorkerConfig:
 
 
 @dataclass(frozen=True)
+class AuthConfig:
+    """Tenant identity: signed `JobSubmitted` events (schemas.signing, docs/security.md).
+
+    Worker side: `keys` ("tenant:key_id:secret", comma separated) and/or `keys_file` (one entry
+    a line). When any key is configured, every submission must be signed. Client side
+    (`gpuflow submit`): `tenant`, `key_id` and `secret` of the key to sign with.
+    """
+
+    keys: str = ""
+    keys_file: str = ""
+    max_age_s: float = 300.0  # a signed submission older (or newer) than this is refused
+    tenant: str = ""
+    key_id: str = ""
+    secret: str = ""
+
+    def __repr__(self) -> str:  # never print secrets
+        return (
+            f"AuthConfig(keys={'***' if self.keys else ''!r}, keys_file={self.keys_file!r}, "
+            f"max_age_s={self.max_age_s!r}, tenant={self.tenant!r}, key_id={self.key_id!r}, "
+            f"secret={'***' if self.secret else ''!r})"
+        )
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: Path = Path("gpuflow-data")
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
 
     @property
     def store_dsn(self) -> str:
@@ -306,7 +334,7 @@ def config_key(env_name: str) -> str | None:
 def config_env(config: Config) -> dict[str, str]:
     """GPUFLOW_* variables that reproduce `config` in a child process (e.g. the worker)."""
     env = {"GPUFLOW_DATA_DIR": str(config.data_dir.resolve())}
-    for section in ("kafka", "broker", "store", "worker"):
+    for section in ("kafka", "broker", "store", "worker", "auth"):
         values = getattr(config, section)
         for f in dataclasses.fields(values):
             value = getattr(values, f.name)

@@ -47,6 +47,7 @@ _BOOL_FIELDS = ("preemptible", "cross_region_ok", "optimizer_offload", "activati
 # issue 16: memory-model choices, normalised as the scorer does ("zero-3" -> "ZERO3")
 _CHOICES = {"sharding": SHARDINGS, "finetune": FINETUNES, "optimizer": OPTIMIZERS}
 _TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
+_STAMPED = ("event_id", "ts", "schema", "key_id", "signature")  # set when sent, not by users
 
 
 class JobSpecError(InfraError, ValueError):
@@ -55,6 +56,12 @@ class JobSpecError(InfraError, ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value as one short line: printable names as they are, anything else by repr."""
+    text = value if isinstance(value, str) and value.isprintable() else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _job_fields() -> set[str]:
@@ -103,7 +110,7 @@ def _coerce(name: str, value: Any) -> Any:
     except InvalidSpecError as exc:
         raise JobSpecError(name, str(exc).partition(": ")[2]) from None
     except (TypeError, ValueError):
-        raise JobSpecError(name, f"cannot use {value!r}") from None
+        raise JobSpecError(name, f"cannot use {_shown(value)}") from None
     return str(value)
 
 
@@ -162,8 +169,8 @@ def job_record(spec: Mapping[str, Any], *, now_ms: int | None = None) -> dict[st
     record: dict[str, Any] = {}
     for key, value in spec.items():
         name = str(key).replace("-", "_")
-        if name not in fields or name in ("event_id", "ts", "schema"):
-            raise JobSpecError(name, "unknown field")
+        if name not in fields or name in _STAMPED:
+            raise JobSpecError(_shown(name), "unknown field")
         record[name] = _coerce(name, value)
     record.setdefault("job_id", f"job-{uuid.uuid4().hex[:12]}")
     record["event_id"] = str(uuid.uuid4())

@@ -75,7 +75,7 @@ class Scheduler:
     def rebuild(
         self,
         logged: Mapping[str, Mapping[str, Any]],
-        ended: Collection[str] = (),
+        ended: Collection[str] | Mapping[str, int] = (),
         owns: Callable[[str], bool] = lambda region: True,
     ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision log.
@@ -98,7 +98,7 @@ class Scheduler:
         for job_id, entry in list(self.reservations.items()):
             if job_id not in self.final:
                 del self.reservations[job_id]
-            elif job_id in ended and not entry.get("released"):
+            elif _has_ended(ended, job_id, entry.get("placed_ts")) and not entry.get("released"):
                 self.reservations[job_id] = {**entry, "released": True}
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
@@ -109,7 +109,8 @@ class Scheduler:
                     "region": decision["region"],
                     "assignments": decision["assignments"],
                     "gpu_model": decision.get("gpu_model"),
-                    "released": job_id in ended,
+                    "released": _has_ended(ended, job_id, decision.get("ts")),
+                    "placed_ts": decision.get("ts"),
                 }
                 self.reservations[job_id] = entry
                 if not entry["released"]:
@@ -208,8 +209,17 @@ class Scheduler:
             "refusals": {},
             "queue_region": None,
             "worker_us": _us_since(started_ns),
+            "verified_tenant": job.get("verified_tenant"),  # set by streams.admission
         }
         return [self._routed(routed)]
+
+    def reject_invalid(self, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
+        """REJECTED for a submission that failed validation (once per job id)."""
+        job_id = str(job["job_id"])
+        if job_id in self.final or not job_id.strip() or len(job_id) > 256:
+            return []  # no usable job id to answer under: the dead letter says it all
+        reasons = [f"invalid job spec: {p}" for p in problems]
+        return self._refuse_unrouted(job, time.perf_counter_ns(), reasons)
 
     def _refuse_unrouted(
         self, job: Mapping[str, Any], started_ns: int, reasons: list[str]
@@ -268,6 +278,7 @@ class Scheduler:
             "assignments": record["assignments"],
             "gpu_model": record["gpu_model"],
             "released": False,
+            "placed_ts": record["ts"],
         }
         self.queue.pop(job_id, None)
         self.final.add(job_id)
@@ -387,12 +398,26 @@ class Scheduler:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def on_job_event(self, event: Mapping[str, Any]) -> list[Outgoing]:
-        """Release GPUs when a job ends; then try the region's queue."""
+    def on_job_event(
+        self, event: Mapping[str, Any], *, produced_ms: int | None = None
+    ) -> list[Outgoing]:
+        """Release GPUs when a job ends; then try the region's queue.
+
+        `produced_ms` is when the event was written to the log (its Kafka timestamp): an end
+        written before this placement was decided (a finish before a start, a stale or
+        replayed event) is not about this placement and frees nothing.
+        """
         if event["type"] not in ("FINISHED", "FAILED", "EVICTED"):
             return []
         job_id = event["job_id"]
         entry = self.reservations.get(job_id)
+        if (
+            entry is not None
+            and produced_ms is not None
+            and produced_ms < entry.get("placed_ts", 0)
+        ):
+            log.warning("end of job written before its placement ignored job_id=%s", job_id)
+            return []
         if entry is None or entry.get("released"):
             self.state.release(job_id)  # idempotent
             return []
@@ -441,3 +466,11 @@ class Scheduler:
 
 def _us_since(started_ns: int) -> int:
     return (time.perf_counter_ns() - started_ns) // 1000
+
+
+def _has_ended(ended: Collection[str] | Mapping[str, int], job_id: str, placed_ts: Any) -> bool:
+    """Whether the job-event log ends this placement: with write times (a mapping), only an
+    end written at or after the placement counts (as `on_job_event` judges it live)."""
+    if isinstance(ended, Mapping):
+        return job_id in ended and ended[job_id] >= int(placed_ts or 0)
+    return job_id in ended

@@ -16,8 +16,10 @@ from gpuflow.commands.common import fail, running_config, worker_url
 from gpuflow.dryrun import PlanError, plan_lines, request_plan
 from gpuflow.render import decision_line
 from infra.config import Config
+from infra.errors import ConfigError
 from infra.jobspec import JobSpecError, job_record, load_job_file
 from infra.kafka import consumer, producer, topic_offsets
+from infra.signing import signer
 from infra.topics import DECISIONS_PLACEMENT, JOBS_SUBMITTED, TOPICS
 from schemas import DecodeError, make_codec
 
@@ -106,6 +108,7 @@ def submit(
     if dry_run:
         _dry_run(config, record, as_json)
         return
+    record = _signed(config, record)
     decision = _submit_and_wait(config, record, timeout)
     if decision is None:
         raise fail(f"no final decision for {record['job_id']} within {timeout:.0f}s")
@@ -115,6 +118,21 @@ def submit(
         Console().print(decision_line(decision), highlight=False, soft_wrap=True)
     if decision["outcome"] == "REJECTED":
         raise typer.Exit(1)
+
+
+def _signed(config: Config, record: dict[str, Any]) -> dict[str, Any]:
+    """The record signed with the configured tenant key (`[auth]`, GPUFLOW_AUTH_*), if any."""
+    try:
+        key = signer(config.auth)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    if key is None:
+        return record
+    claimed = record.get("tenant")
+    if claimed not in (None, "default", key.key.tenant):
+        owner = key.key.tenant
+        raise fail(f"bad job spec: tenant: {claimed!r}, but the signing key is {owner!r}'s")
+    return key.sign(record)
 
 
 def _dry_run(config: Config, record: dict[str, Any], as_json: bool) -> None:

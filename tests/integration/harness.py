@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -22,8 +23,13 @@ from infra.config import Config
 from infra.kafka import consumer, producer
 from infra.topics import JOBS_SUBMITTED
 from schemas import SingleObjectCodec
+from streams.ledger import overbooked
 
 CODEC = SingleObjectCodec()
+
+__all__ = ["CODEC", "Running", "TopicReader", "check_once_and_not_overbooked", "final_decisions",
+           "overbooked", "run_stack",
+           "running", "submit_jobs", "wait_for"]  # fmt: skip
 
 
 @dataclass
@@ -57,15 +63,27 @@ def running(config: Config) -> Iterator[Running]:
 
     The regions are pinned one to a partition, as `gpuflow up` does.
     """
+    with run_stack(config) as run:
+        yield run
+
+
+@contextlib.contextmanager
+def run_stack(
+    config: Config, *, nodes: int = 16, executor: bool = True, stale_after_s: float = 30.0
+) -> Iterator[Running]:
+    """What the `running` fixture runs, for tests that change the config first."""
     spec = demo_fleet()
     cfg = dataclasses.replace(
         config.with_regions(r.name for r in spec.regions),
-        worker=dataclasses.replace(config.worker, web_port=free_port(), stale_after_s=30.0),
+        worker=dataclasses.replace(
+            config.worker, web_port=free_port(), stale_after_s=stale_after_s
+        ),
     )
-    fleet = SimulatedFleet(spec, generate_nodes(spec, 16, seed=3), seed=3)
+    fleet = SimulatedFleet(spec, generate_nodes(spec, nodes, seed=3), seed=3)
     run = Running(cfg, WorkerProcess(cfg).start(), fleet)
     run.spawn(run_fleet, cfg, fleet)
-    run.spawn(ExecutorTwin(cfg, time_scale=1.0).run)
+    if executor:
+        run.spawn(ExecutorTwin(cfg, time_scale=1.0).run)
     try:
         yield run
     finally:
@@ -133,36 +151,6 @@ def final_decisions(decisions: list[dict[str, Any]]) -> dict[str, list[dict[str,
         if d.get("outcome") in ("PLACED", "REJECTED"):
             out.setdefault(d["job_id"], []).append(d)
     return out
-
-
-def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
-    """GPUs whose concurrent reservations exceed one whole GPU, from the logs alone.
-
-    A placement holds its GPUs from its decision's ts until the job's FINISHED event ts (the
-    placer only reuses GPUs after it consumed that event, so later decisions are later in ts).
-    """
-    ends = {e["job_id"]: e["ts"] for e in events if e.get("type") in ("FINISHED", "FAILED")}
-    spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-    for d in decisions:
-        if d.get("outcome") != "PLACED":
-            continue
-        end = ends.get(d["job_id"], 2**62)
-        for a in d["assignments"]:
-            for gpu in a["gpu_indices"]:
-                spans.setdefault((a["node_id"], gpu), []).append((d["ts"], end, a["gpu_milli"]))
-    bad = []
-    for gpu, intervals in spans.items():
-        points = sorted(
-            [(s, m) for s, _, m in intervals] + [(e, -m) for _, e, m in intervals],
-            key=lambda p: (p[0], p[1]),
-        )
-        held = 0
-        for _, delta in points:
-            held += delta
-            if held > 1000:
-                bad.append(f"{gpu[0]}[{gpu[1]}] holds {held} milli")
-                break
-    return bad
 
 
 def check_once_and_not_overbooked(decisions: TopicReader, events: TopicReader) -> set[str]:
