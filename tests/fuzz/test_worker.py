@@ -98,10 +98,11 @@ def test_hostile_records_on_the_real_worker(config: Config) -> None:
             TopicReader(run.config, DECISIONS_PLACEMENT),
             TopicReader(run.config, JOBS_EVENTS),
         )
-        events.poll(2.0)  # judged by when each event was produced: hostile ones carry any ts
+        decisions.read_to_end()  # decisions first, then every release they relied on
+        events.read_to_end()  # judged by when each event was produced: hostile ones carry any ts
         produced = [
             {**r, "ts": m.timestamp()[1]} for r, m in zip(events.records, events.raw, strict=True)
         ]
-        assert not overbooked(decisions.poll(2.0), produced)
+        assert not overbooked(decisions.records, produced)
         for reader in (letters, decisions, events):
             reader.close()

@@ -20,7 +20,7 @@ from agents.executor import ExecutorTwin
 from gpuflow.stack import WorkerProcess
 from infra.broker import free_port
 from infra.config import Config
-from infra.kafka import consumer, producer
+from infra.kafka import consumer, end_offsets, producer
 from infra.topics import JOBS_SUBMITTED
 from schemas import SingleObjectCodec
 from streams.ledger import overbooked
@@ -112,6 +112,7 @@ class TopicReader:
 
     def __init__(self, config: Config, topic: str) -> None:
         self.topic = topic
+        self.kafka = config.kafka
         self.records: list[dict[str, Any]] = []
         self.raw: list[Any] = []
         self._c = consumer(config.kafka, group_id=f"test-{uuid.uuid4().hex[:8]}")
@@ -130,6 +131,23 @@ class TopicReader:
                 except Exception:
                     self.records.append({"_undecodable": msg.value()})
         return self.records
+
+    def read_to_end(self, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+        """Everything written to the topic up to now (its true ends), however long it takes.
+
+        Judging from logs needs a cut that is consistent: read the decisions first, then the
+        job events; every release a decision relied on was written before that decision, so
+        it is inside the later cut (a fixed poll time can stop short of it under load).
+        """
+        ends = end_offsets(self.kafka, self.topic)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            positions = {tp.partition: tp.offset for tp in self._c.position(
+                [TopicPartition(self.topic, p) for p in ends])}  # fmt: skip
+            if all(positions.get(p, -1) >= end for p, end in ends.items() if end > 0):
+                return self.records
+            self.poll(0.2)
+        raise AssertionError(f"{self.topic}: not read to its ends {ends} in {timeout_s}s")
 
     def close(self) -> None:
         self._c.close()
@@ -167,5 +185,6 @@ def check_once_and_not_overbooked(decisions: TopicReader, events: TopicReader) -
     placed = {d["job_id"] for d in decisions.records if d.get("outcome") == "PLACED"}
     finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
     assert wait_for(lambda: placed <= finished(), 90)
-    assert overbooked(decisions.poll(1.0), events.records) == []
+    decisions.read_to_end()  # decisions first, then the events they relied on
+    assert overbooked(decisions.records, events.read_to_end()) == []
     return placed
