@@ -129,6 +129,7 @@ def main() -> None:
         "command": "python " + " ".join(sys.argv),
         "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),  # other work on the same cores
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "engine": "chDB (clickhouse-connect chdb://), insert_arrow"
         + ("" if args.no_rollup else ", MV to gpu_util_1m on insert"),
         "rows": int(count),

@@ -1,6 +1,7 @@
 """End-to-end decision latency and throughput on the embedded stack.
 
     python bench/pipeline.py --nodes 1000 --rate 100 --seconds 60
+    python bench/pipeline.py --sweep [--rates 100,200,400,700,1000,1400] [--seconds 30]
 
 Starts the embedded broker, one worker, a simulated fleet of `--nodes` at 1 Hz and the
 executor twin; submits jobs at `--rate`; measures, in the same run:
@@ -14,6 +15,7 @@ Writes bench/results/pipeline.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import struct
 import sys
@@ -30,7 +32,14 @@ from confluent_kafka.admin import NewTopic
 from agents import SimulatedFleet, demo_fleet, generate_nodes, run_fleet
 from agents.executor import ExecutorTwin
 from agents.jobgen import generate_jobs, run_jobgen
-from bench._common import percentiles, write_result
+from bench._common import (
+    ProcessClock,
+    child_pids,
+    cpu_seconds,
+    load_average,
+    percentiles,
+    write_result,
+)
 from gpuflow.stack import Stack
 from infra.config import Config, load_config
 from infra.kafka import admin, consumer, producer
@@ -72,10 +81,7 @@ class CpuSampler:
         self.every_s = every_s
         self.samples: list[dict[str, float]] = []
 
-    @staticmethod
-    def _cpu_s(pid: int) -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    _cpu_s = staticmethod(cpu_seconds)
 
     def run(self, stop: threading.Event) -> None:
         last = {k: self._cpu_s(p) for k, p in self.pids.items()}
@@ -122,17 +128,65 @@ class DecisionClock:
         self.c.close()
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--rate", type=float, default=100.0, help="jobs submitted per second")
     ap.add_argument("--seconds", type=float, default=60.0, help="how long to submit")
     ap.add_argument("--warmup", type=float, default=10.0, help="seconds excluded at the start")
+    ap.add_argument("--sweep", action="store_true", help="rising rates until one is not held")
+    ap.add_argument("--rates", default="100,200,400,700,1000,1400,2000")
+    ap.add_argument("--no-history", action="store_true", help="run without the history sink")
     ap.add_argument("--dump", help="write per-job latencies to this file")
-    args = ap.parse_args()
+    ap.add_argument("--out", help="result file (default bench/results/pipeline[_sweep].json)")
+    return ap.parse_args()
 
+
+def main() -> None:
+    args = _args()
+    if not args.sweep:
+        result = run_once(args, args.rate, args.seconds)
+        path = write_result("pipeline", result, out=args.out)
+        for key, value in result.items():
+            print(f"{key:>28}: {value}")
+        print(f"wrote {path}")
+        return
+    runs: list[dict[str, Any]] = []
+    for rate in [float(r) for r in args.rates.split(",")]:
+        result = run_once(args, rate, args.seconds)
+        runs.append(result)
+        print(_sweep_line(result), flush=True)
+        if not result["sustained"]:
+            break
+    held = [r["rate_submitted_per_s"] for r in runs if r["sustained"]]
+    summary = {
+        "max_sustained_jobs_per_s": max(held) if held else 0.0,
+        "criterion": "all decided within 2 s of the end of submission and e2e p99 < 1000 ms",
+        "nodes": args.nodes,
+        "seconds_per_rate": args.seconds,
+        "runs": runs,
+    }
+    path = write_result("pipeline_sweep", summary, out=args.out)
+    print(f"max_sustained_jobs_per_s: {summary['max_sustained_jobs_per_s']}")
+    print(f"wrote {path}")
+
+
+def _sweep_line(r: dict[str, Any]) -> str:
+    cpu = r["cpu_ms_per_decided_job"]
+    return (
+        f"rate {r['rate_submitted_per_s']:>6.0f}/s "
+        f"decided {r['jobs_decided']}/{r['jobs_submitted']}"
+        f" (late {r['decided_late']}) p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms"
+        f" sustained={r['sustained']} cpu ms/job {cpu} load {r['load_average']}"
+    )
+
+
+def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
+    """One fresh embedded stack at `rate` jobs/s for `seconds`; the measured figures."""
     spec = demo_fleet()
-    config = load_config(data_dir=f"/tmp/gpuflow-bench-{int(time.time())}")
+    config = load_config(data_dir=f"/tmp/gpuflow-bench-{time.time_ns()}")
+    if args.no_history:
+        config = dataclasses.replace(config, store=dataclasses.replace(config.store, enabled=False))
     config = config.with_regions(r.name for r in spec.regions)  # as `gpuflow up` runs
     fleet = SimulatedFleet(spec, generate_nodes(spec, args.nodes, seed=1), seed=1)
     with Stack(config) as stack:
@@ -146,25 +200,40 @@ def main() -> None:
         hops: list[float] = []
         hop_thread = threading.Thread(target=lambda: hops.extend(measure_hop(cfg, hop_stop)))
         hop_thread.start()
-        cpu = CpuSampler({"broker": stack.broker.pid, "worker": stack.worker.pid})  # type: ignore[union-attr]
+        pids = _pids(stack)
+        cpu = CpuSampler(pids)
         stack.spawn("cpu", cpu.run)
         regions = [r.name for r in spec.regions]
-        n = int(args.rate * args.seconds)
+        n = int(rate * seconds)
         jobs = generate_jobs(n, seed=2, regions=regions, mean_duration_s=20.0, prefix="bench")
+        cpu_clock = ProcessClock(pids)
         t0 = time.time() * 1000
-        sent = run_jobgen(cfg, jobs, rate_per_s=args.rate, stop=threading.Event())
+        sent = run_jobgen(cfg, jobs, rate_per_s=rate, stop=threading.Event())
         send_s = time.time() - t0 / 1000
         deadline = time.monotonic() + 30
         while len(clock.first) < sent and time.monotonic() < deadline:
             time.sleep(0.2)
+        cpu_s = cpu_clock.cpu_s()
         hop_stop.set()
         hop_thread.join()
         stack.check_worker()
-    report(args, clock, hops, t0, sent, send_s, cfg, cpu.samples)
+    return report(args, rate, clock, hops, t0, sent, send_s, cfg, cpu.samples, cpu_s)
+
+
+def _pids(stack: Stack) -> dict[str, int | None]:
+    worker = stack.worker.pid if stack.worker else None
+    history = child_pids(worker) if worker else []
+    return {
+        "broker": stack.broker.pid if stack.broker else None,
+        "worker": worker,
+        "history": history[0] if history else None,
+        "clients": os.getpid(),  # fleet, executor twin, job generator, clock: threads here
+    }
 
 
 def report(
     args: Any,
+    rate: float,
     clock: DecisionClock,
     hops: list[float],
     t0: float,
@@ -172,7 +241,8 @@ def report(
     send_s: float,
     cfg: Config,
     cpu: list[dict[str, float]],
-) -> None:
+    cpu_s: dict[str, float],
+) -> dict[str, Any]:
     warm = t0 + args.warmup * 1000
     rows = [(recv, d) for recv, d in clock.first.values() if d["submitted_ts"] >= warm]
     e2e = [recv - d["submitted_ts"] for recv, d in rows]
@@ -184,11 +254,16 @@ def report(
     span_s = (max(decided) - min(decided)) / 1000 if decided else float("nan")
     e2e_p, hop_p, worker_p = percentiles(e2e), percentiles(hops), percentiles(worker)
     mean_hops = 2 + sum(attempts) / len(attempts) if attempts else float("nan")
+    submit_end = t0 + send_s * 1000
+    late = sum(1 for recv in decided if recv > submit_end + 2000) + (sent - len(decided))
+    sustained = late == 0 and e2e_p["p99"] < 1000.0
     result = {
         "nodes": args.nodes,
-        "rate_submitted_per_s": args.rate,
+        "rate_submitted_per_s": rate,
         "jobs_submitted": sent,
         "jobs_decided": len(clock.first),
+        "decided_late": late,
+        "sustained": sustained,
         "jobs_per_s": round(len(clock.first) / span_s, 1),
         "submit_span_s": round(send_s, 1),
         "decide_span_s": round(span_s, 1),
@@ -212,6 +287,11 @@ def report(
         "e2e_budget_ms": round(3 * hop_p["p99"] + 50, 1),
         "windows_10s": _windows(rows, t0),
         "cpu_pct_every_10s": cpu,
+        "cpu_s_during_run": cpu_s,
+        "cpu_ms_per_decided_job": {
+            name: round(s * 1000 / max(1, len(clock.first)), 3) for name, s in cpu_s.items()
+        },
+        "load_average": load_average(),
     }
     if args.dump:
         with open(args.dump, "w") as out:
@@ -219,10 +299,7 @@ def report(
                 at_s = (d["submitted_ts"] - t0) / 1000
                 e2e, inside = recv - d["submitted_ts"], d["ts"] - d["submitted_ts"]
                 out.write(f"{at_s:.3f} {e2e:.1f} {inside} {d['attempt']} {d['outcome']}\n")
-    path = write_result("pipeline", result)
-    for key, value in result.items():
-        print(f"{key:>22}: {value}")
-    print(f"wrote {path}")
+    return result
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup", type=float, default=10.0)
     ap.add_argument("--full", action="store_true", help="full snapshot from every node each second")
+    ap.add_argument("--out", help="result file (default bench/results/telemetry_<mode>.json)")
     args = ap.parse_args()
 
     spec = demo_fleet()
@@ -70,7 +71,7 @@ def main() -> None:
         "history_sink": config.store.enabled,
     }
     suffix = "" if config.store.enabled else "_no_history"
-    path = write_result(f"telemetry_{result['mode']}{suffix}", result)
+    path = write_result(f"telemetry_{result['mode']}{suffix}", result, out=args.out)
     for key, value in result.items():
         print(f"{key:>24}: {value}")
     print(f"wrote {path}")
