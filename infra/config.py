@@ -114,6 +114,8 @@ class WorkerConfig:
     stale_after_s: float = 10.0  # node heartbeat missing this long => unhealthy
     stall_after_s: float = 30.0  # fetched records not reaching a stream this long => not live
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
+    # decided jobs and released reservations are remembered this long (live jobs: always)
+    horizon_s: float = 600.0
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
     log_level: str = "warning"

@@ -115,6 +115,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         partitions=config.kafka.partitions,
         region_order=config.kafka.regions_pinned,
         view_ttl_s=config.worker.view_ttl_s,
+        horizon_s=config.worker.horizon_s,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
     remote = RemoteRegions(config, codec)

@@ -10,7 +10,9 @@ so each entry lands in its region's changelog partition:
   queue:        job_id -> RoutedJob record waiting for capacity
   nodes:        node_id -> latest NodeInventory record
 Idempotence: a job with a final decision (PLACED or REJECTED) is never decided again; the set
-of final jobs is rebuilt at start from the decision log itself (`streams.ledger`).
+of final jobs is rebuilt at start from the decision log itself (`streams.ledger`). Memory is
+bounded by live jobs plus `horizon_s` (`streams.horizon`): decided jobs and released
+reservations older than that are forgotten, jobs holding GPUs never.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from infra.jobspec import job_problems
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
 from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank_regions
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
+from streams.horizon import DecidedJobs, ReleasedLog
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 
 __all__ = ["Scheduler"]
@@ -53,6 +56,7 @@ class Scheduler:
         region_order: Sequence[str] = (),
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
+        horizon_s: float = 600.0,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -60,7 +64,8 @@ class Scheduler:
         self.queue = queue
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
-        self.final: set[str] = set()
+        self.final = DecidedJobs(horizon_s)
+        self.released = ReleasedLog(horizon_s)
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
@@ -82,14 +87,19 @@ class Scheduler:
         for record in self.nodes.values():
             self.state.upsert_node(node_spec(record))
             self.last_seen.setdefault(record["node_id"], time.monotonic())
-        self.final |= set(logged)
+        now = now_ms()
+        for job_id, decision in logged.items():
+            self.final.add(job_id, age_s=(now - int(decision.get("ts") or now)) / 1000)
         for job_id, entry in list(self.reservations.items()):
             if job_id not in self.final:
                 del self.reservations[job_id]
             elif job_id in ended and not entry.get("released"):
                 self.reservations[job_id] = {**entry, "released": True}
+                self.released.add(entry["region"], [job_id])
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
+            else:
+                self.released.add(entry["region"], [job_id])
         for job_id, decision in logged.items():
             if decision["outcome"] == "PLACED" and job_id not in self.reservations:
                 entry = {
@@ -339,7 +349,19 @@ class Scheduler:
             return []
         self.state.release(job_id)
         self.reservations[job_id] = {**entry, "released": True}
+        self._forget_released(entry["region"], job_id)
         return self.retry_queue(entry["region"])
+
+    def _forget_released(self, region: str, job_id: str) -> None:
+        """Log this release; delete the region's released markers older than the horizon.
+
+        Runs on the region's own job event, so the deletes land in its changelog partition.
+        """
+        self.released.add(region, [job_id])
+        for old in self.released.expired(region):
+            entry = self.reservations.get(old)
+            if entry is not None and entry.get("released"):
+                del self.reservations[old]
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
         """Place waiting jobs of a region, highest priority first, then oldest.
@@ -374,6 +396,8 @@ class Scheduler:
         """The scheduler's timer (worker: every `worker.replan_interval_s`; replay: `tick_s`):
         retry every region's queue. Re-planning passes hook in here."""
         regions = sorted({r["region"] for r in self.queue.values()})
+        held = self.state.jobs
+        self.final.prune(keep=lambda job_id: job_id in held)
         return [msg for region in regions for msg in self.retry_queue(region)]
 
     def queued_in(self, region: str) -> int:
