@@ -116,6 +116,7 @@ class WorkerConfig:
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
     # decided jobs and released reservations are remembered this long (live jobs: always)
     horizon_s: float = 600.0
+    local_placement: bool = True  # place jobs for regions this worker owns without a hop
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
     log_level: str = "warning"

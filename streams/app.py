@@ -122,6 +122,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     scheduler.remote_views = remote.views
     rt = Runtime(config, codec, scheduler)
     rt.topics = topics
+    rt.owns = _ownership(app, config)
 
     def mark_dirty(*_: Any, **__: Any) -> None:
         rt.dirty = True
@@ -137,6 +138,20 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         _run_with_worker(app, history.start, history.stop)
         register_sql_proxy(app, history.url)
     return app, rt
+
+
+def _ownership(app: faust.App, config: Config) -> Any:
+    """Whether this worker holds a region's `jobs.routed` partition (its placer) right now."""
+    partition_of = config.kafka.partitioner()
+
+    def owns(region: str) -> bool:
+        want = partition_of(region)
+        return any(
+            tp.topic == JOBS_ROUTED and tp.partition == want
+            for tp in app.assignor.assigned_actives()
+        )
+
+    return owns
 
 
 def _async(fn: Any) -> Any:

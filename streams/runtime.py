@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.kafka import committed_offsets, end_offsets
-from infra.topics import DEADLETTER, NODE_INVENTORY
+from infra.topics import DEADLETTER, JOBS_ROUTED, NODE_INVENTORY
 from schemas import Codec, CodecError
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
@@ -42,6 +42,8 @@ class Runtime:
         self.dirty = False
         self.metrics = Metrics()
         self.stalls = StallWatch(config.worker.stall_after_s)
+        # True for a region whose placer partition this worker holds now (set by the app)
+        self.owns: Callable[[str], bool] = lambda region: False
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -97,11 +99,30 @@ class Runtime:
     # -- sending ------------------------------------------------------------------------------
 
     async def send_all(self, messages: Iterable[Outgoing]) -> None:
-        for msg in messages:
+        for msg in self.place_owned(messages):
             value = self.codec.encode(msg.event, msg.record, topic=msg.topic)
             await self.topics[msg.topic].send(
                 key=msg.key.encode(), value=value, partition=msg.partition
             )
+
+    def place_owned(self, messages: Iterable[Outgoing]) -> list[Outgoing]:
+        """Place here the jobs routed to a region this worker owns; the rest go out.
+
+        The hop through `jobs.routed` only hands a job to the region's owner: when that is this
+        worker, it costs a produce, a fetch and (on the embedded broker) a listing of every
+        stored batch, for nothing. Spill-overs follow the same rule, so a job may try several
+        owned regions here before it is handed to another worker or decided.
+        """
+        pending, out = list(messages), []
+        local = self.config.worker.local_placement
+        while pending:
+            msg = pending.pop(0)
+            if local and msg.topic == JOBS_ROUTED and self.owns(msg.record["region"]):
+                started = time.perf_counter_ns()
+                pending[:0] = self.scheduler.place(msg.record, started_ns=started)
+            else:
+                out.append(msg)
+        return out
 
     async def dead_letter(self, message: Any, error: Exception | str, consumer_name: str) -> None:
         """Park bytes we cannot use, with why and where they came from; the stream goes on."""
