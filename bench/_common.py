@@ -61,6 +61,29 @@ def child_pids(pid: int) -> list[int]:
     return out
 
 
+def wait_worker_ready(
+    host: str, port: int, worker_pid: int | None, timeout_s: float = 180
+) -> float:
+    """Seconds until the worker says it is ready (`/health/`) and its history child runs.
+
+    A fixed warm-up is not enough on a loaded machine: the worker first reads the decision
+    log and waits for the fleet's inventory.
+    """
+    import httpx
+
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ready = httpx.get(f"http://{host}:{port}/health/", timeout=5).json().get("ready")
+        except (httpx.HTTPError, ValueError):
+            ready = False
+        if ready and (worker_pid is None or child_pids(worker_pid)):
+            return round(time.monotonic() - started, 1)
+        time.sleep(0.5)
+    raise TimeoutError(f"worker not ready within {timeout_s}s")
+
+
 class ProcessClock:
     """CPU seconds each named process spent since this clock was made (or `reset()`)."""
 

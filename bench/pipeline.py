@@ -38,6 +38,7 @@ from bench._common import (
     cpu_seconds,
     load_average,
     percentiles,
+    wait_worker_ready,
     write_result,
 )
 from gpuflow.stack import Stack
@@ -195,7 +196,10 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         stack.spawn("executor", ExecutorTwin(cfg, time_scale=1.0).run)
         clock = DecisionClock(cfg)
         stack.spawn("clock", clock.run)
-        time.sleep(8.0)  # worker joins its group and reads the fleet
+        ready_s = wait_worker_ready(
+            cfg.worker.web_host, cfg.worker.web_port, stack.worker.pid if stack.worker else None
+        )
+        time.sleep(2.0)  # a couple of fleet ticks after readiness
         hop_stop = threading.Event()
         hops: list[float] = []
         hop_thread = threading.Thread(target=lambda: hops.extend(measure_hop(cfg, hop_stop)))
@@ -217,7 +221,8 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         hop_stop.set()
         hop_thread.join()
         stack.check_worker()
-    return report(args, rate, clock, hops, t0, sent, send_s, cfg, cpu.samples, cpu_s)
+    result = report(args, rate, clock, hops, t0, sent, send_s, cfg, cpu.samples, cpu_s)
+    return {**result, "worker_ready_s": ready_s}
 
 
 def _pids(stack: Stack) -> dict[str, int | None]:

@@ -16,6 +16,7 @@ from minute 3 on). Writes bench/results/soak.json, or `--out`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -36,6 +37,7 @@ from bench._common import (
     load_average,
     percentiles,
     rss_mb,
+    wait_worker_ready,
     write_result,
 )
 from gpuflow.stack import Stack
@@ -161,14 +163,15 @@ def main() -> None:
         stack.spawn("executor", ExecutorTwin(cfg, time_scale=1.0).run)
         clock = LatencyClock(cfg)
         stack.spawn("clock", clock.run)
-        time.sleep(8.0)
         worker = stack.worker.pid if stack.worker else None
+        ready_s = wait_worker_ready(cfg.worker.web_host, cfg.worker.web_port, worker)
+        time.sleep(2.0)
         history = child_pids(worker) if worker else []
         pids = {
             "broker": stack.broker.pid if stack.broker else None,
             "worker": worker,
             "history": history[0] if history else None,
-            "clients": __import__("os").getpid(),
+            "clients": os.getpid(),
         }
         sampler = Sampler(pids)
         stack.spawn("sampler", sampler.run)
@@ -198,6 +201,7 @@ def main() -> None:
             "last_p99_le_1000_ms": bool(last <= 1000.0),
             "rss_growth_lt_1_mb_per_min": {k: bool(v < 1.0) for k, v in growth.items()},
         },
+        "worker_ready_s": ready_s,
         "load_average": load_average(),
     }
     path = write_result("soak", result, out=args.out)
