@@ -138,6 +138,7 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--sweep", action="store_true", help="rising rates until one is not held")
     ap.add_argument("--rates", default="100,200,400,700,1000,1400,2000")
     ap.add_argument("--no-history", action="store_true", help="run without the history sink")
+    ap.add_argument("--idle", type=float, default=10.0, help="seconds of baseline CPU")
     ap.add_argument("--dump", help="write per-job latencies to this file")
     ap.add_argument("--out", help="result file (default bench/results/pipeline[_sweep].json)")
     return ap.parse_args()
@@ -199,12 +200,15 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         ready_s = wait_worker_ready(
             cfg.worker.web_host, cfg.worker.web_port, stack.worker.pid if stack.worker else None
         )
-        time.sleep(2.0)  # a couple of fleet ticks after readiness
+        first_s = _first_decision(cfg, clock, regions=[r.name for r in spec.regions])
         hop_stop = threading.Event()
         hops: list[float] = []
         hop_thread = threading.Thread(target=lambda: hops.extend(measure_hop(cfg, hop_stop)))
         hop_thread.start()
         pids = _pids(stack)
+        idle = ProcessClock(pids)
+        time.sleep(args.idle)  # the fleet and the hop probe alone: the baseline to subtract
+        idle_s = {k: v / args.idle for k, v in idle.cpu_s().items()}
         cpu = CpuSampler(pids)
         stack.spawn("cpu", cpu.run)
         regions = [r.name for r in spec.regions]
@@ -218,11 +222,34 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         while len(clock.first) < sent and time.monotonic() < deadline:
             time.sleep(0.2)
         cpu_s = cpu_clock.cpu_s()
+        run_s = time.time() - t0 / 1000
         hop_stop.set()
         hop_thread.join()
         stack.check_worker()
     result = report(args, rate, clock, hops, t0, sent, send_s, cfg, cpu.samples, cpu_s)
-    return {**result, "worker_ready_s": ready_s}
+    decided = max(1, result["jobs_decided"])
+    marginal = {k: round((cpu_s[k] - idle_s[k] * run_s) * 1000 / decided, 3) for k in cpu_s}
+    return {
+        **result,
+        "worker_ready_s": ready_s,
+        "first_decision_s": first_s,
+        "idle_cpu_pct": {k: round(v * 100, 1) for k, v in idle_s.items()},
+        # CPU above the idle baseline (fleet telemetry, timers) per decided job
+        "cpu_ms_per_decided_job_above_idle": marginal,
+    }
+
+
+def _first_decision(cfg: Config, clock: DecisionClock, regions: list[str]) -> float:
+    """Submit one job and wait for its decision: the worker has read the fleet and decides."""
+    started = time.monotonic()
+    [job] = generate_jobs(1, seed=99, regions=regions, prefix="warmup")
+    run_jobgen(cfg, [job], rate_per_s=1.0, stop=threading.Event())
+    while job["job_id"] not in clock.first:
+        if time.monotonic() - started > 180:
+            raise TimeoutError("no decision for the warm-up job within 180 s")
+        time.sleep(0.2)
+    del clock.first[job["job_id"]]
+    return round(time.monotonic() - started, 1)
 
 
 def _pids(stack: Stack) -> dict[str, int | None]:

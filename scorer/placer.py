@@ -48,7 +48,15 @@ class Placer:
         self._weights_cache: dict[tuple[object, ...], dict[str, float]] = {}
 
     # ---- the cycle -----------------------------------------------------------------------
-    def place(self, job: JobSpec, region: str | None = None) -> PlacementResult:
+    def place(
+        self, job: JobSpec, region: str | None = None, *, explain: bool = True
+    ) -> PlacementResult:
+        """The best placement of `job` in `region` (None: anywhere), or why there is none.
+
+        `explain=False` skips the reasons of a refusal (per-filter examples, never-fits): a
+        silent retry of a queued job needs only "placed or not", and explaining costs more
+        than deciding.
+        """
         slots = self.state.slots(region)
         ctx = CycleContext(job, self.state, self.throughput, slots, self._vectors(job))
         masks = [(f, f.filter(ctx)) for f in self.filters]
@@ -71,6 +79,8 @@ class Placer:
             placed = [r for r in options if r is not None]
             if placed:
                 return max(placed, key=lambda r: r.score)
+        if not explain:
+            return PlacementResult(placed=False, refusals=refusals)
         return self._refused(ctx, masks, refusals, candidates, region)
 
     def _place_single(

@@ -199,12 +199,23 @@ class Scheduler:
         job_id, region = job["job_id"], routed["region"]
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
-        result = self.placer.place(job_spec(job), region)
+        result = self.placer.place(job_spec(job), region, explain=self._explain(routed))
         if result.placed:
             placed = self._commit(routed, result, started_ns)
             if placed is not None:
                 return [placed]
         return self._refused(routed, result, started_ns)
+
+    @staticmethod
+    def _explain(routed: Mapping[str, Any]) -> bool:
+        """Whether a refusal here needs its reasons (only a decision that is sent does).
+
+        A failed retry stays queued silently; a refusal with regions left to try spills over,
+        and needs only "could it ever fit here" until a queue region is chosen.
+        """
+        if routed.get("_retry"):
+            return False
+        return not (routed.get("candidates") and routed.get("queue_region"))
 
     def _commit(
         self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
