@@ -133,9 +133,8 @@ def _idle(broker: EmbeddedBroker, stored: int, seconds: float = 5.0) -> dict[str
     """A consumer at the end of a partition holding `stored` batches, nothing produced."""
     bootstrap = broker.bootstrap_servers
     topic = f"probe.idle.{stored}"
-    admin(load_config(env={}).with_bootstrap(bootstrap).kafka).create_topics(
-        [NewTopic(topic, 1, 1)]
-    )[topic].result()
+    client = admin(load_config(env={}).with_bootstrap(bootstrap).kafka)  # alive until done
+    client.create_topics([NewTopic(topic, 1, 1)])[topic].result()
     _fill(bootstrap, topic, 0, stored, 1)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "idle", "fetch.wait.max.ms": 50})
     c.assign([TopicPartition(topic, 0, OFFSET_END)])
