@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, MutableSet
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, MutableSet
+from typing import Any
 
 __all__ = ["DecidedJobs", "ReleasedLog"]
 
@@ -72,6 +73,16 @@ class ReleasedLog:
         while queue and queue[0][0] < cutoff:
             out.append(queue.popleft()[1])
         return out
+
+    def forget(self, region: str, reservations: MutableMapping[str, Any]) -> int:
+        """Delete `region`'s released markers older than the horizon from the table; how many."""
+        gone = 0
+        for job_id in self.expired(region):
+            entry = reservations.get(job_id)
+            if entry is not None and entry.get("released"):
+                del reservations[job_id]
+                gone += 1
+        return gone
 
     def __len__(self) -> int:
         return sum(map(len, self._by_region.values()))

@@ -360,19 +360,10 @@ class Scheduler:
             return []
         self.state.release(job_id)
         self.reservations[job_id] = {**entry, "released": True}
-        self._forget_released(entry["region"], job_id)
+        # on the region's own event, so the deletes land in its changelog partition
+        self.released.add(entry["region"], [job_id])
+        self.released.forget(entry["region"], self.reservations)
         return self.retry_queue(entry["region"])
-
-    def _forget_released(self, region: str, job_id: str) -> None:
-        """Log this release; delete the region's released markers older than the horizon.
-
-        Runs on the region's own job event, so the deletes land in its changelog partition.
-        """
-        self.released.add(region, [job_id])
-        for old in self.released.expired(region):
-            entry = self.reservations.get(old)
-            if entry is not None and entry.get("released"):
-                del self.reservations[old]
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
         """Place waiting jobs of a region, highest priority first, then oldest.
