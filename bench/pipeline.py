@@ -21,6 +21,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,25 +108,35 @@ def _windows(rows: list[tuple[float, dict[str, Any]]], t0: float) -> list[dict[s
 
 
 class DecisionClock:
-    """Consumes decisions and records, per job, when its first decision arrived."""
+    """Consumes decisions from their end; records, per job, when its first decision arrived.
 
-    def __init__(self, config: Config) -> None:
+    `on_decision(received_ms, record)`, when given, gets every decision instead (the soak keeps
+    only what it needs, so its own memory stays flat).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        on_decision: Callable[[float, dict[str, Any]], None] | None = None,
+    ) -> None:
         self.codec = SingleObjectCodec()
-        self.c = consumer(config.kafka, group_id="bench-decisions")
+        self.c = consumer(config.kafka, group_id=f"bench-decisions-{time.time_ns()}")
         meta = self.c.list_topics(DECISIONS_PLACEMENT, timeout=10).topics[DECISIONS_PLACEMENT]
         self.c.assign([TopicPartition(DECISIONS_PLACEMENT, p, OFFSET_END) for p in meta.partitions])
         self.first: dict[str, tuple[float, dict[str, Any]]] = {}
         self.outcomes: dict[str, int] = {}
+        self.on_decision = on_decision or self._keep_first
+
+    def _keep_first(self, received: float, d: dict[str, Any]) -> None:
+        self.outcomes[d["outcome"]] = self.outcomes.get(d["outcome"], 0) + 1
+        self.first.setdefault(d["job_id"], (received, d))
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             for msg in self.c.consume(1000, timeout=0.05):
                 if msg.error():
                     continue
-                received = time.time() * 1000
-                _, d = self.codec.decode(msg.value())
-                self.outcomes[d["outcome"]] = self.outcomes.get(d["outcome"], 0) + 1
-                self.first.setdefault(d["job_id"], (received, d))
+                self.on_decision(time.time() * 1000, self.codec.decode(msg.value())[1])
         self.c.close()
 
 

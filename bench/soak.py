@@ -20,16 +20,16 @@ import os
 import sys
 import threading
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from confluent_kafka import OFFSET_END, TopicPartition
 
 from agents import SimulatedFleet, demo_fleet, generate_nodes, run_fleet
-from agents.executor import ExecutorTwin
+from agents.executor import ExecutorTwin, RecentJobs
 from agents.jobgen import generate_jobs, run_jobgen
 from bench._common import (
     ProcessClock,
@@ -40,38 +40,26 @@ from bench._common import (
     wait_worker_ready,
     write_result,
 )
+from bench.pipeline import DecisionClock
 from gpuflow.stack import Stack
-from infra.config import Config, load_config
-from infra.kafka import consumer
-from infra.topics import DECISIONS_PLACEMENT
-from schemas import SingleObjectCodec
+from infra.config import load_config
 
 
 class LatencyClock:
-    """First decision per job: (submitted ts ms, end-to-end ms), kept as compact arrays."""
+    """First decision per job: (submitted ts ms, end-to-end ms), in 16 bytes a job, so this
+    process's own memory does not grow with the run (a second decision of a job, QUEUED then
+    PLACED, comes within seconds: a bounded window of recent ids tells them apart)."""
 
-    def __init__(self, config: Config) -> None:
-        self.codec = SingleObjectCodec()
-        self.c = consumer(config.kafka, group_id=f"soak-{time.time_ns()}")
-        meta = self.c.list_topics(DECISIONS_PLACEMENT, timeout=10).topics[DECISIONS_PLACEMENT]
-        self.c.assign([TopicPartition(DECISIONS_PLACEMENT, p, OFFSET_END) for p in meta.partitions])
-        self._seen: set[str] = set()
-        self.submitted: list[int] = []
-        self.latency: list[float] = []
+    def __init__(self) -> None:
+        self._seen = RecentJobs(50_000)
+        self.submitted = array("q")
+        self.latency = array("d")
 
-    def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            for msg in self.c.consume(1000, timeout=0.05):
-                if msg.error():
-                    continue
-                received = time.time() * 1000
-                _, d = self.codec.decode(msg.value())
-                if d["job_id"] in self._seen:
-                    continue
-                self._seen.add(d["job_id"])
-                self.submitted.append(int(d["submitted_ts"]))
-                self.latency.append(received - d["submitted_ts"])
-        self.c.close()
+    def on_decision(self, received: float, d: dict[str, Any]) -> None:
+        if d["job_id"] not in self._seen:
+            self._seen.add(d["job_id"])
+            self.submitted.append(int(d["submitted_ts"]))
+            self.latency.append(received - d["submitted_ts"])
 
 
 class Sampler:
@@ -161,8 +149,8 @@ def main() -> None:
         cfg = stack.config
         stack.spawn("fleet", run_fleet, cfg, fleet)
         stack.spawn("executor", ExecutorTwin(cfg, time_scale=1.0).run)
-        clock = LatencyClock(cfg)
-        stack.spawn("clock", clock.run)
+        clock = LatencyClock()
+        stack.spawn("clock", DecisionClock(cfg, clock.on_decision).run)
         worker = stack.worker.pid if stack.worker else None
         ready_s = wait_worker_ready(cfg.worker.web_host, cfg.worker.web_port, worker)
         time.sleep(2.0)
