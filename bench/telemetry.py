@@ -23,7 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 
 from agents import SimulatedFleet, TierPolicy, demo_fleet, generate_nodes, run_fleet
-from bench._common import ProcessClock, child_pids, load_average, write_result
+from bench._common import (
+    ProcessClock,
+    child_pids,
+    load_average,
+    wait_worker_ready,
+    write_result,
+)
 from gpuflow.stack import Stack
 from infra.config import load_config
 
@@ -49,8 +55,9 @@ def main() -> None:
         stop = threading.Event()
         pub = threading.Thread(target=lambda: stats.append(run_fleet(cfg, fleet, stop=stop)))
         pub.start()
-        time.sleep(args.warmup)
         worker = stack.worker.pid if stack.worker else None
+        wait_worker_ready(cfg.worker.web_host, cfg.worker.web_port, worker)
+        time.sleep(args.warmup)
         history = child_pids(worker) if worker else []
         clock = ProcessClock(
             {
