@@ -25,6 +25,8 @@ __all__ = [
     "KafkaConfig",
     "StoreConfig",
     "WorkerConfig",
+    "config_env",
+    "config_key",
     "load_config",
 ]
 
@@ -119,6 +121,8 @@ class WorkerConfig:
     local_placement: bool = True  # place jobs for regions this worker owns without a hop
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
+    shutdown_timeout_s: float = 20.0  # SIGTERM: commit, leave the group, exit within this
+    remote_view_max_age_s: float = 60.0  # other workers' region summaries older are dropped
     log_level: str = "warning"
 
 
@@ -254,6 +258,30 @@ def load_config(
     values = _merge(values, _env_overrides(env))
     values = _merge(values, overrides)
     return _build(Config, "", values)
+
+
+def config_key(env_name: str) -> str | None:
+    """The setting a `GPUFLOW_*` environment variable sets (`kafka.partitions`), or None.
+
+    `GPUFLOW_KAFKA_CLIENT_*` pass through to librdkafka (`kafka.client.sasl.username`).
+    """
+    if not env_name.startswith("GPUFLOW_"):
+        return None
+    rest = env_name[len("GPUFLOW_") :].lower()
+    if rest == "data_dir":
+        return "data_dir"
+    if rest == "config":
+        return "config"  # the file to read, not a setting in it
+    if rest in _ENV_ALIASES:
+        return ".".join(_ENV_ALIASES[rest])
+    if rest.startswith("kafka_client_") and len(rest) > len("kafka_client_"):
+        return "kafka.client." + rest[len("kafka_client_") :].replace("_", ".")
+    sections = {n: t for n, t in get_type_hints(Config).items() if dataclasses.is_dataclass(t)}
+    section, _, name = rest.partition("_")
+    if section not in sections:
+        return None
+    fields = {f.name for f in dataclasses.fields(sections[section])} - {"client"}
+    return f"{section}.{name}" if name in fields else None
 
 
 def config_env(config: Config) -> dict[str, str]:

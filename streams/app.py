@@ -30,11 +30,14 @@ from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_p
 from scorer.errors import GpuflowError, UnknownPluginError
 from streams.consumer_state import consumer_state
 from streams.history_process import HistoryProcess
+from streams.metrics_page import register_metrics_page
+from streams.ownership import Ownership, region_table
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
 from streams.transport import GpuflowApp
 from streams.web import register_sql_proxy
+from streams.webui import register_ui
 
 __all__ = ["create_app"]
 
@@ -101,8 +104,9 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         spec.name: app.topic(spec.name, partitions=config.kafka.partitions, **raw)  # type: ignore[arg-type]
         for spec in TOPICS
     }
+    partition_of = config.kafka.partitioner()
     tables = {
-        name: app.Table(f"{name}", default=None, partitions=config.kafka.partitions)
+        name: region_table(app, name, config.kafka.partitions, partition_of)
         for name in ("reservations", "queue", "nodes")
     }
     state = ClusterState()
@@ -118,11 +122,12 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         horizon_s=config.worker.horizon_s,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
-    remote = RemoteRegions(config, codec)
+    remote = RemoteRegions(config, codec, max_age_s=config.worker.remote_view_max_age_s)
     scheduler.remote_views = remote.views
     rt = Runtime(config, codec, scheduler)
     rt.topics = topics
-    rt.owns = _ownership(app, config)
+    rt.ownership = Ownership(partition_of, app.assignor.assigned_actives)
+    rt.remote = remote
 
     def mark_dirty(*_: Any, **__: Any) -> None:
         rt.dirty = True
@@ -133,25 +138,15 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     _register_timers(app, rt)
     _register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
+    history_metrics = history_sql = None
     if config.store.enabled:  # the worker owns the ClickHouse store, through a child process
         history = HistoryProcess(config)
         _run_with_worker(app, history.start, history.stop)
         register_sql_proxy(app, history.url)
+        history_metrics, history_sql = history.metrics_url, history.url
+    register_metrics_page(app, rt, history_metrics)
+    register_ui(app, rt, history_sql)
     return app, rt
-
-
-def _ownership(app: faust.App, config: Config) -> Any:
-    """Whether this worker holds a region's `jobs.routed` partition (its placer) right now."""
-    partition_of = config.kafka.partitioner()
-
-    def owns(region: str) -> bool:
-        want = partition_of(region)
-        return any(
-            tp.topic == JOBS_ROUTED and tp.partition == want
-            for tp in app.assignor.assigned_actives()
-        )
-
-    return owns
 
 
 def _async(fn: Any) -> Any:

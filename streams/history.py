@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +82,8 @@ class HistorySink:
         self._producer: Any = None
         self._failures = 0
         self.error: BaseException | None = None
+        # called after each batch is written and committed: (seconds, events); for metrics
+        self.on_batch: Callable[[float, int], None] | None = None
 
     @property
     def store(self) -> Store:
@@ -212,7 +215,20 @@ class HistorySink:
 
     # ---- flushing --------------------------------------------------------------------------
 
+    def backlog(self) -> dict[tuple[str, int], int]:
+        """Messages not yet consumed per assigned partition (from cached high watermarks)."""
+        c = self._consumer
+        if c is None:
+            return {}
+        out = {}
+        for tp in c.position(c.assignment()):
+            _, high = c.get_watermark_offsets(tp, cached=True) or (0, 0)
+            if high >= 0 and tp.offset >= 0:
+                out[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+        return out
+
     def _flush(self) -> None:
+        started = time.perf_counter()
         batch = self._batcher.drain()
         if not batch:
             return
@@ -234,6 +250,8 @@ class HistorySink:
         self._commit(batch)
         self.stats.flushes += 1
         self.stats.events_written += len(batch.event_ids)
+        if self.on_batch is not None:
+            self.on_batch(time.perf_counter() - started, len(batch.event_ids))
 
     def _insert_table(
         self, table: str, rows: list[dict[str, Any]], sources: list[tuple[int, int, Any]]

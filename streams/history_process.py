@@ -26,6 +26,8 @@ from infra.broker import free_port
 from infra.config import Config, config_env, load_config
 from infra.process import ChildProcess
 from streams.history import HistorySink
+from streams.history_metrics import METRICS_PATH, SinkMetrics
+from streams.prometheus import CONTENT_TYPE_LATEST
 from streams.web import SQL_PATH, run_request
 
 __all__ = ["HistoryProcess", "main"]
@@ -33,6 +35,7 @@ __all__ = ["HistoryProcess", "main"]
 log = logging.getLogger(__name__)
 
 PORT_ENV = "GPUFLOW_HISTORY_PORT"
+LOOPBACK = "127.0.0.1"
 
 
 class HistoryProcess:
@@ -40,8 +43,10 @@ class HistoryProcess:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.port = free_port(config.worker.web_host)
-        self.url = f"http://{config.worker.web_host}:{self.port}{SQL_PATH}"
+        # loopback only, whatever the worker's own web host: the worker proxies /sql/ to it
+        self.port = free_port(LOOPBACK)
+        self.url = f"http://{LOOPBACK}:{self.port}{SQL_PATH}"
+        self.metrics_url = f"http://{LOOPBACK}:{self.port}{METRICS_PATH}"
         self.log_path = config.data_dir / "history.log"
         # in the worker's process group: a `kill` of the worker's group takes it along
         self._proc = ChildProcess("history process", self.log_path, own_group=False)
@@ -62,7 +67,20 @@ def _die_with_parent() -> None:
 
 
 def _handler(sink: HistorySink) -> type[BaseHTTPRequestHandler]:
+    metrics = SinkMetrics(sink)
+
     class SqlHandler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") != METRICS_PATH:
+                self.send_error(404)
+                return
+            data = metrics.exposition()
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_POST(self) -> None:
             try:
                 length = int(self.headers.get("Content-Length", "0"))
@@ -93,9 +111,7 @@ def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     sink = HistorySink(config).start()
-    server = ThreadingHTTPServer(
-        (config.worker.web_host, int(os.environ[PORT_ENV])), _handler(sink)
-    )
+    server = ThreadingHTTPServer((LOOPBACK, int(os.environ[PORT_ENV])), _handler(sink))
     threading.Thread(target=server.serve_forever, name="sql-http", daemon=True).start()
     while not stop.wait(1.0):
         if os.getppid() != parent or sink.error is not None:  # orphaned, or the sink died

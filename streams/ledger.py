@@ -17,10 +17,10 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from infra.config import KafkaConfig
 from infra.kafka import consumer
-from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS
+from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED
 from schemas import Codec, DecodeError
 
-__all__ = ["read_ended_jobs", "read_final_decisions"]
+__all__ = ["read_ended_jobs", "read_final_decisions", "read_routed_attempts"]
 
 log = logging.getLogger(__name__)
 
@@ -87,3 +87,19 @@ def read_ended_jobs(
     return {
         r["job_id"] for r in _read_topic(kafka, codec, topic, timeout_s) if r.get("type") in _ENDED
     }
+
+
+def read_routed_attempts(
+    kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_ROUTED, timeout_s: float = 60.0
+) -> dict[str, int]:
+    """job_id -> the highest attempt of its RoutedJob records: how far each job has travelled.
+
+    With several workers, the routed log is what tells a worker taking over a partition that
+    a replayed job was already routed, or already forwarded past a region.
+    """
+    out: dict[str, int] = {}
+    for r in _read_topic(kafka, codec, topic, timeout_s):
+        job_id, attempt = r["job"]["job_id"], int(r["attempt"])
+        if attempt > out.get(job_id, 0):
+            out[job_id] = attempt
+    return out

@@ -15,10 +15,15 @@ from infra.topics import DEADLETTER, JOBS_ROUTED, NODE_INVENTORY
 from schemas import Codec, CodecError
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
-from streams.ledger import read_ended_jobs, read_final_decisions
+from streams.ledger import read_ended_jobs, read_final_decisions, read_routed_attempts
 from streams.metrics import Metrics
+from streams.metrics_page import note_sent
 from streams.outbox import Outgoing
+from streams.ownership import Ownership
+from streams.prometheus import METRICS, record_dead_letter
+from streams.regions import RemoteRegions
 from streams.scheduling import Scheduler
+from streams.webui import RecentDecisions
 
 __all__ = ["Runtime"]
 
@@ -41,9 +46,10 @@ class Runtime:
         self.inventory_seen: dict[int, int] = {}
         self.dirty = False
         self.metrics = Metrics()
+        self.ownership: Ownership | None = None  # set by create_app: partitions owned now
+        self.remote: RemoteRegions | None = None  # other workers' region summaries
+        self.recent = RecentDecisions()  # the latest decisions, for the /ui/ page
         self.stalls = StallWatch(config.worker.stall_after_s)
-        # True for a region whose placer partition this worker holds now (set by the app)
-        self.owns: Callable[[str], bool] = lambda region: False
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -52,6 +58,7 @@ class Runtime:
         if self.dirty:
             self.dirty = False
             self._ready.clear()
+            self._fleet_caught_up.clear()  # regions gained in a rebalance: know their nodes
             self._preparing = None
         if not self._ready.is_set():
             if self._preparing is None:
@@ -67,20 +74,42 @@ class Runtime:
             None, read_final_decisions, self.config.kafka, self.codec
         )
         ended = await loop.run_in_executor(None, read_ended_jobs, self.config.kafka, self.codec)
-        self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends)
-        self.scheduler.rebuild(logged, ended)
+        routed = await loop.run_in_executor(
+            None, read_routed_attempts, self.config.kafka, self.codec
+        )
+        owned = self.ownership.partitions() if self.ownership is not None else None
+        self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends, owned)
+        self.scheduler.rebuild(logged, ended, self._owns(owned))
+        self.scheduler.note_routed(routed)
+        METRICS.rebalances.inc()
+        self.fleet.stale &= set(self.scheduler.nodes)
+        if self.remote is not None:  # the router must know every region before it decides
+            await loop.run_in_executor(None, self.remote.wait_caught_up, 15.0)
         self._ready.set()
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
 
-    def _inventory_ends(self) -> dict[int, int]:
-        """Offsets the inventory agent must reach: the log's end, minus what it had committed.
+    def _owns(self, owned: frozenset[int] | None) -> Callable[[str], bool]:
+        """Regions on the partitions this worker owns (all of them without an assignment)."""
+        if self.ownership is None or owned is None:
+            return lambda region: True
+        ownership = self.ownership
+        log.info("owning partitions=%s", sorted(owned))
+        return lambda region: ownership.owns(region, owned)
+
+    def _inventory_ends(self, owned: frozenset[int] | None = None) -> dict[int, int]:
+        """Offsets the inventory agent must reach: the log's end, minus what it had committed,
+        on the partitions this worker owns (another worker's never reach this one).
 
         After a restart the agent resumes at its committed offsets and the tables already hold
         the rest, so a partition whose commit is at the end is caught up without new events.
         """
         ends = end_offsets(self.config.kafka, NODE_INVENTORY)
         done = committed_offsets(self.config.kafka, self.config.worker.app_id, NODE_INVENTORY)
-        return {p: end for p, end in ends.items() if done.get(p, 0) < end}
+        return {
+            p: end
+            for p, end in ends.items()
+            if done.get(p, 0) < end and (owned is None or p in owned)
+        }
 
     def inventory_caught_up(self) -> bool:
         return all(
@@ -104,6 +133,8 @@ class Runtime:
             await self.topics[msg.topic].send(
                 key=msg.key.encode(), value=value, partition=msg.partition
             )
+            note_sent(msg)
+            self.recent.add(msg)
 
     def place_owned(self, messages: Iterable[Outgoing]) -> list[Outgoing]:
         """Place here the jobs routed to a region this worker owns; the rest go out.
@@ -114,10 +145,14 @@ class Runtime:
         owned regions here before it is handed to another worker or decided.
         """
         pending, out = list(messages), []
-        local = self.config.worker.local_placement
+        ownership = self.ownership if self.config.worker.local_placement else None
         while pending:
             msg = pending.pop(0)
-            if local and msg.topic == JOBS_ROUTED and self.owns(msg.record["region"]):
+            if (
+                ownership is not None
+                and msg.topic == JOBS_ROUTED
+                and ownership.owns(msg.record["region"])
+            ):
                 started = time.perf_counter_ns()
                 pending[:0] = self.scheduler.place(msg.record, started_ns=started)
             else:
@@ -130,6 +165,7 @@ class Runtime:
             topic=message.topic, partition=message.partition, offset=message.offset,
             key=message.key, value=message.value, error=error, consumer=consumer_name,
         )  # fmt: skip
+        record_dead_letter(message.topic, consumer_name)
         log.warning(
             "dead letter topic=%s partition=%s offset=%s consumer=%s error=%s",
             message.topic,
@@ -148,6 +184,7 @@ class Runtime:
     async def decode(self, event: Any, expected: str, consumer_name: str) -> dict[str, Any] | None:
         """The event's record, or None after dead-lettering it."""
         message = event.message
+        METRICS.events.labels(consumer_name).inc()
         try:
             name, record = self.codec.decode(message.value, topic=message.topic)
         except CodecError as exc:

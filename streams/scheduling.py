@@ -66,6 +66,8 @@ class Scheduler:
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
         self.final = DecidedJobs(horizon_s)
         self.released = ReleasedLog(horizon_s)
+        # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
+        self.routed_attempts: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
@@ -73,7 +75,12 @@ class Scheduler:
 
     # -- recovery -----------------------------------------------------------------------------
 
-    def rebuild(self, logged: Mapping[str, Mapping[str, Any]], ended: Collection[str] = ()) -> None:
+    def rebuild(
+        self,
+        logged: Mapping[str, Mapping[str, Any]],
+        ended: Collection[str] = (),
+        owns: Callable[[str], bool] = lambda region: True,
+    ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision log.
 
         `logged` maps job_id -> its final PlacementDecision as found in the log. A reservation
@@ -81,7 +88,10 @@ class Scheduler:
         missing from the table was announced but not recorded: record it. `ended` are jobs the
         job-event log says finished: whatever the table says, their GPUs are free. Idempotent:
         after a rebalance it runs again on live state, which also knows decisions not yet logged.
+        `owns(region)` says which regions this worker holds now: the rest leave memory, and
+        only owned regions' placements are restored from the log.
         """
+        self.forget_unowned(owns)
         for job_id in list(self.state.jobs):
             self.state.release(job_id)
         for record in self.nodes.values():
@@ -101,7 +111,8 @@ class Scheduler:
             else:
                 self.released.add(entry["region"], [job_id])
         for job_id, decision in logged.items():
-            if decision["outcome"] == "PLACED" and job_id not in self.reservations:
+            placed = decision["outcome"] == "PLACED" and owns(decision.get("region") or "")
+            if placed and job_id not in self.reservations:
                 entry = {
                     "region": decision["region"],
                     "assignments": decision["assignments"],
@@ -120,6 +131,36 @@ class Scheduler:
             len(self.state.jobs),
             len(self.queue),
         )
+
+    def note_routed(self, attempts: Mapping[str, int]) -> None:
+        """Remember how far each undecided job got through the regions (from the routed log).
+
+        With several workers a replayed record must not start a second path for a job: a
+        router that takes over a `jobs.submitted` partition would route an already routed
+        job again (maybe to another region and worker), and a placer that takes over a region
+        would decide a RoutedJob its predecessor had already forwarded to another region.
+        """
+        self.routed_attempts = {j: a for j, a in attempts.items() if j not in self.final}
+
+    def forget_unowned(self, owns: Callable[[str], bool]) -> list[str]:
+        """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
+        from memory only (the owner recovers them from the changelog); the nodes dropped."""
+        for table in (self.nodes, self.reservations, self.queue):
+            gone = [k for k, v in table.items() if not owns(str(v.get("region") or ""))]
+            forget = getattr(table, "forget_local", None)  # a RegionTable: no tombstones
+            if forget is not None:
+                forget(gone)
+            else:
+                for key in gone:
+                    table.pop(key, None)
+        dropped = [n.node_id for n in self.state.nodes if not owns(n.region)]
+        for node_id in dropped:
+            self.state.remove_node(node_id)
+            self.last_seen.pop(node_id, None)
+        if dropped:
+            log.info("forgot regions no longer owned nodes=%d", len(dropped))
+        self._views = (0.0, {})
+        return dropped
 
     def _reserve_quietly(self, job_id: str, assignments: Any) -> None:
         try:
@@ -147,7 +188,7 @@ class Scheduler:
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
         job_id = job["job_id"]
-        if job_id in self.final:
+        if job_id in self.final or job_id in self.routed_attempts:  # decided, or on its way
             return []
         submitted_ts = int(job["ts"])
         problems = job_problems(job)
@@ -199,6 +240,8 @@ class Scheduler:
         job_id, region = job["job_id"], routed["region"]
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
+        if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
+            return []  # a replay: this job was already forwarded past this region
         result = self.placer.place(job_spec(job), region, explain=self._explain(routed))
         if result.placed:
             placed = self._commit(routed, result, started_ns)

@@ -19,7 +19,7 @@ from gpuflow.commands.common import STACK_FILE, fail, write_stack_file
 from gpuflow.render import decision_line
 from gpuflow.stack import Stack
 from infra.config import load_config
-from infra.errors import ConfigError
+from infra.errors import ConfigError, InfraError
 
 __all__ = ["up"]
 
@@ -42,6 +42,9 @@ def up(
     seed: Annotated[int, typer.Option(help="Seed of the fleet and the job mix.")] = 0,
     data_dir: Annotated[Path, typer.Option(help="Logs, history and state.")] = Path("gpuflow-data"),
     quiet: Annotated[bool, typer.Option(help="Print only the summary.")] = False,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes sharing the regions' partitions.")
+    ] = 1,
 ) -> None:
     """Run broker, worker, simulated fleet, executor twin and a job generator; show decisions."""
     try:
@@ -49,20 +52,26 @@ def up(
         fleet_obj = _fleet(fleet, nodes, seed)
         # one partition a region while there are enough
         config = config.with_regions(r.name for r in fleet_obj.spec.regions)
-    except (ConfigError, OSError, ValueError) as exc:
+        stack_obj = Stack(config, workers=workers)
+    except (ConfigError, InfraError, OSError, ValueError) as exc:
         raise fail(str(exc)) from None
     console = Console()
     decisions: queue.Queue[dict[str, Any]] = queue.Queue()
     counts: Counter[str] = Counter()
     signal.signal(signal.SIGTERM, _raise_interrupt)
     started = time.monotonic()
-    with Stack(config) as stack:
+    with stack_obj as stack:
         write_stack_file(stack.config)
         cfg = stack.config
+        pids = ",".join(str(w.pid) for w in stack.workers) or "-"
+        web = ", ".join(f"{w.config.worker.web_host}:{w.config.worker.web_port}/ui/"
+                        for w in stack.workers)  # fmt: skip
         console.print(
-            f"[bold]gpuflow[/bold] broker {cfg.kafka.bootstrap_servers}  worker pid "
-            f"{stack.worker.pid if stack.worker else '-'}  {len(fleet_obj.nodes)} nodes "
-            f"in {len(fleet_obj.spec.regions)} regions  logs {cfg.data_dir}"
+            f"[bold]gpuflow[/bold] broker {cfg.kafka.bootstrap_servers}  "
+            f"worker{'s' if len(stack.workers) > 1 else ''} pid {pids}  "
+            f"{len(fleet_obj.nodes)} nodes in {len(fleet_obj.spec.regions)} regions  "
+            f"logs {cfg.data_dir}\n  web view http://{web}",
+            highlight=False,
         )
         from agents import run_fleet
 

@@ -163,3 +163,21 @@ def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) ->
                 bad.append(f"{gpu[0]}[{gpu[1]}] holds {held} milli")
                 break
     return bad
+
+
+def check_once_and_not_overbooked(decisions: TopicReader, events: TopicReader) -> set[str]:
+    """No job has two final decisions, every placed job finishes, no GPU was booked twice
+    (from the logs alone); the placed job ids."""
+    decisions.poll(3.0)  # a late duplicate would arrive by now
+    finals = final_decisions(decisions.records)
+    twice = {
+        k: [(d["outcome"], d.get("region"), d["attempt"], d["ts"]) for d in v]
+        for k, v in finals.items()
+        if len(v) > 1
+    }
+    assert twice == {}, f"jobs decided twice: {twice}"
+    placed = {d["job_id"] for d in decisions.records if d.get("outcome") == "PLACED"}
+    finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
+    assert wait_for(lambda: placed <= finished(), 90)
+    assert overbooked(decisions.poll(1.0), events.records) == []
+    return placed

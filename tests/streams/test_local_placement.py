@@ -6,11 +6,13 @@ import dataclasses
 from typing import Any
 
 import pytest
+from faust.types import TP
 
 from infra.config import load_config
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
 from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
+from streams.ownership import Ownership
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
 
@@ -38,7 +40,9 @@ def _runtime(owned: set[str], *, local: bool = True) -> Runtime:
         config, worker=dataclasses.replace(config.worker, local_placement=local)
     )
     rt = Runtime(config, SingleObjectCodec(), s)
-    rt.owns = lambda region: region in owned
+    # this worker holds the placer partitions of `owned` (as the last rebalance assigned them)
+    parts = {TP(JOBS_ROUTED, s.partition_of(r)) for r in owned}
+    rt.ownership = Ownership(s.partition_of, lambda: parts)
     return rt
 
 
