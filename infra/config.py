@@ -121,9 +121,31 @@ class WorkerConfig:
     local_placement: bool = True  # place jobs for regions this worker owns without a hop
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
+    # issue 16: penalty (0..100) a portable job's score pays per stack, "rocm=20,cann=35"
+    porting_penalty: str = ""
     shutdown_timeout_s: float = 20.0  # SIGTERM: commit, leave the group, exit within this
     remote_view_max_age_s: float = 60.0  # other workers' region summaries older are dropped
     log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        _ = self.porting_penalties  # a bad value fails at load, naming the setting
+
+    @property
+    def porting_penalties(self) -> dict[str, float]:
+        """`porting_penalty` parsed; unnamed families keep the scorer's defaults."""
+        out: dict[str, float] = {}
+        for item in filter(None, (p.strip() for p in self.porting_penalty.split(","))):
+            family, sep, value = item.partition("=")
+            try:
+                penalty = float(value)
+            except ValueError:
+                penalty = -1.0
+            if not sep or not family.strip() or not 0 <= penalty <= 100:
+                raise ConfigError(
+                    f"worker.porting_penalty: expected family=0..100 pairs, got {item!r}"
+                )
+            out[family.strip().lower()] = penalty
+        return out
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ __all__ = [
     "end_offsets",
     "ensure_topics",
     "producer",
+    "topic_config",
     "topic_offsets",
 ]
 
@@ -75,7 +76,7 @@ def ensure_topics(
             s.name,
             num_partitions=kafka.partitions,
             replication_factor=kafka.replication_factor,
-            config=_topic_config(s),
+            config=topic_config(s),
         )
         for s in wanted
     ]
@@ -91,7 +92,7 @@ def ensure_topics(
     return created
 
 
-def _topic_config(spec: TopicSpec) -> dict[str, str]:
+def topic_config(spec: TopicSpec) -> dict[str, str]:
     conf = {"cleanup.policy": "compact" if spec.compacted else "delete"}
     if spec.retention_ms is not None:
         conf["retention.ms"] = str(spec.retention_ms)

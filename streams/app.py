@@ -28,10 +28,12 @@ from infra.topics import (
 from schemas import make_codec
 from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
 from scorer.errors import GpuflowError, UnknownPluginError
+from streams.activity import register_activity_page
 from streams.consumer_state import consumer_state
 from streams.history_process import HistoryProcess
 from streams.metrics_page import register_metrics_page
 from streams.ownership import Ownership, region_table
+from streams.plan import register_plan_page
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
@@ -119,6 +121,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         partitions=config.kafka.partitions,
         region_order=config.kafka.regions_pinned,
         view_ttl_s=config.worker.view_ttl_s,
+        porting_penalties=config.worker.porting_penalties,
         horizon_s=config.worker.horizon_s,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
@@ -203,6 +206,7 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                 rt.metrics.telemetry(record["ts"])
                 await rt.ensure_ready(fleet=False)
                 await rt.send_all(rt.fleet.on_telemetry(record))
+                rt.activity.on_telemetry(record, rt.scheduler.state)
 
     @app.agent(topics[GRID_SIGNALS], name="gpuflow.grid")
     async def grid(stream: Any) -> None:
@@ -214,8 +218,12 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
 
 def _placer(config: Config, state: ClusterState) -> Placer:
     """The configured placer preset over this worker's state."""
+    penalties = config.worker.porting_penalties
+    score_args = {"porting": {"penalties": penalties}} if penalties else None
     try:
-        return make_placer(config.worker.policy, state, throughput=_throughput(config))
+        return make_placer(
+            config.worker.policy, state, throughput=_throughput(config), score_args=score_args
+        )
     except UnknownPluginError as exc:
         raise ConfigError(f"worker.policy: {exc}") from exc
 
@@ -246,6 +254,9 @@ def _run_with_worker(app: faust.App, start: Any, stop: Any) -> None:
 
 
 def _register_pages(app: faust.App, rt: Runtime) -> None:
+    register_plan_page(app, rt.scheduler)  # POST /plan/: gpuflow submit --dry-run
+    register_activity_page(app, rt.activity, rt.scheduler)  # GET /activity/: gpuflow top
+
     @app.page("/state/")
     async def state(web: Any, request: Any) -> Any:
         """What this worker holds: free and total GPUs by region, held and queued jobs."""

@@ -11,8 +11,9 @@ from typing import Any
 from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.kafka import committed_offsets, end_offsets
-from infra.topics import DEADLETTER, JOBS_ROUTED, NODE_INVENTORY
+from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_ROUTED, NODE_INVENTORY
 from schemas import Codec, CodecError
+from streams.activity import Activity
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
 from streams.ledger import read_ended_jobs, read_final_decisions, read_routed_attempts
@@ -46,6 +47,7 @@ class Runtime:
         self.inventory_seen: dict[int, int] = {}
         self.dirty = False
         self.metrics = Metrics()
+        self.activity = Activity()  # `/activity/`, read by `gpuflow top`
         self.ownership: Ownership | None = None  # set by create_app: partitions owned now
         self.remote: RemoteRegions | None = None  # other workers' region summaries
         self.recent = RecentDecisions()  # the latest decisions, for the /ui/ page
@@ -129,6 +131,8 @@ class Runtime:
 
     async def send_all(self, messages: Iterable[Outgoing]) -> None:
         for msg in self.place_owned(messages):
+            if msg.topic == DECISIONS_PLACEMENT:
+                self.activity.on_decision(msg.record)
             value = self.codec.encode(msg.event, msg.record, topic=msg.topic)
             await self.topics[msg.topic].send(
                 key=msg.key.encode(), value=value, partition=msg.partition
@@ -165,6 +169,7 @@ class Runtime:
             topic=message.topic, partition=message.partition, offset=message.offset,
             key=message.key, value=message.value, error=error, consumer=consumer_name,
         )  # fmt: skip
+        self.activity.on_dead_letter(error)
         record_dead_letter(message.topic, consumer_name)
         log.warning(
             "dead letter topic=%s partition=%s offset=%s consumer=%s error=%s",

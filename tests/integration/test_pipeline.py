@@ -25,6 +25,9 @@ def _jobs(n: int, regions: list[str], prefix: str) -> list[dict]:
         job["allowed_regions"] = [regions[i % len(regions)]]  # spread over every region
         job["data_region"] = regions[i % len(regions)]
         job.pop("allowed_gpu_models", None)
+        # pinned round-robin, whatever each job was built for: portable builds, so that a pin
+        # to a region without (say) Ascend nodes does not turn a CANN job into a rejection
+        job["software_stack"] = "portable"
     return jobs
 
 
