@@ -24,9 +24,28 @@ from infra.kafka import consumer, producer
 from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_EVENTS
 from schemas import DecodeError, make_codec
 
-__all__ = ["ExecutorStats", "ExecutorTwin"]
+__all__ = ["ExecutorStats", "ExecutorTwin", "RecentJobs"]
 
 log = logging.getLogger(__name__)
+
+
+class RecentJobs:
+    """The last `capacity` job ids seen, oldest forgotten first: a bounded duplicate filter."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._ids: dict[str, None] = {}
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, job_id: str) -> None:
+        self._ids[job_id] = None
+        if len(self._ids) > self.capacity:
+            del self._ids[next(iter(self._ids))]
 
 
 @dataclass
@@ -57,7 +76,7 @@ class ExecutorTwin:
         self.group_id = group_id or f"{config.worker.app_id}-executor"
         self.codec = make_codec(config.kafka.schema_registry_url or None)
         self.stats = ExecutorStats()
-        self._seen: set[str] = set()
+        self._seen = RecentJobs(100_000)  # duplicates arrive within seconds, not hours
         self._due: list[tuple[float, str, str, list[str]]] = []  # (when, job_id, region, nodes)
         self._producer: Any = None
 

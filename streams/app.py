@@ -130,6 +130,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         region_order=config.kafka.regions_pinned,
         view_ttl_s=config.worker.view_ttl_s,
         porting_penalties=config.worker.porting_penalties,
+        horizon_s=config.worker.horizon_s,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
     remote = RemoteRegions(config, codec, max_age_s=config.worker.remote_view_max_age_s)

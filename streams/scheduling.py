@@ -10,7 +10,9 @@ so each entry lands in its region's changelog partition:
   queue:        job_id -> RoutedJob record waiting for capacity
   nodes:        node_id -> latest NodeInventory record
 Idempotence: a job with a final decision (PLACED or REJECTED) is never decided again; the set
-of final jobs is rebuilt at start from the decision log itself (`streams.ledger`).
+of final jobs is rebuilt at start from the decision log itself (`streams.ledger`). Memory is
+bounded by live jobs plus `horizon_s` (`streams.horizon`): decided jobs and released
+reservations older than that are forgotten, jobs holding GPUs never.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from infra.jobspec import job_problems
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
 from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank_regions
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
+from streams.horizon import DecidedJobs, ReleasedLog
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 
 __all__ = ["Scheduler"]
@@ -54,6 +57,7 @@ class Scheduler:
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
         porting_penalties: Mapping[str, float] | None = None,
+        horizon_s: float = 600.0,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -61,7 +65,8 @@ class Scheduler:
         self.queue = queue
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
-        self.final: set[str] = set()
+        self.final = DecidedJobs(horizon_s)
+        self.released = ReleasedLog(horizon_s)
         # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
         self.routed_attempts: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
@@ -94,14 +99,19 @@ class Scheduler:
         for record in self.nodes.values():
             self.state.upsert_node(node_spec(record))
             self.last_seen.setdefault(record["node_id"], time.monotonic())
-        self.final |= set(logged)
+        now = now_ms()
+        for job_id, decision in logged.items():
+            self.final.add(job_id, age_s=(now - int(decision.get("ts") or now)) / 1000)
         for job_id, entry in list(self.reservations.items()):
             if job_id not in self.final:
                 del self.reservations[job_id]
             elif _has_ended(ended, job_id, entry.get("placed_ts")) and not entry.get("released"):
                 self.reservations[job_id] = {**entry, "released": True}
+                self.released.add(entry["region"], [job_id])
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
+            else:
+                self.released.add(entry["region"], [job_id])
         for job_id, decision in logged.items():
             placed = decision["outcome"] == "PLACED" and owns(decision.get("region") or "")
             if placed and job_id not in self.reservations:
@@ -246,12 +256,23 @@ class Scheduler:
             return []
         if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
             return []  # a replay: this job was already forwarded past this region
-        result = self.placer.place(job_spec(job), region)
+        result = self.placer.place(job_spec(job), region, explain=self._explain(routed))
         if result.placed:
             placed = self._commit(routed, result, started_ns)
             if placed is not None:
                 return [placed]
         return self._refused(routed, result, started_ns)
+
+    @staticmethod
+    def _explain(routed: Mapping[str, Any]) -> bool:
+        """Whether a refusal here needs its reasons (only a decision that is sent does).
+
+        A failed retry stays queued silently; a refusal with regions left to try spills over,
+        and needs only "could it ever fit here" until a queue region is chosen.
+        """
+        if routed.get("_retry"):
+            return False
+        return not (routed.get("candidates") and routed.get("queue_region"))
 
     def _commit(
         self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
@@ -423,6 +444,9 @@ class Scheduler:
             return []
         self.state.release(job_id)
         self.reservations[job_id] = {**entry, "released": True}
+        # on the region's own event, so the deletes land in its changelog partition
+        self.released.add(entry["region"], [job_id])
+        self.released.forget(entry["region"], self.reservations)
         return self.retry_queue(entry["region"])
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
@@ -458,6 +482,8 @@ class Scheduler:
         """The scheduler's timer (worker: every `worker.replan_interval_s`; replay: `tick_s`):
         retry every region's queue. Re-planning passes hook in here."""
         regions = sorted({r["region"] for r in self.queue.values()})
+        held = self.state.jobs
+        self.final.prune(keep=lambda job_id: job_id in held)
         return [msg for region in regions for msg in self.retry_queue(region)]
 
     def queued_in(self, region: str) -> int:
