@@ -100,7 +100,7 @@ def job_flows(i: int, regions: list[str], rng: np.random.Generator) -> list[Flow
         tensor_parallel=tp,
         pipeline_parallel=pp,
         grad_accum_steps=accumulate,
-        micro_batch_size=mb,
+        micro_batch=mb,
         seq_len=seq,
         priority=int(rng.choice([0, 0, 0, 100])),
     )

@@ -3,7 +3,7 @@ the caller reserves the proposal (policy separate from mechanism)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -29,6 +29,8 @@ from scorer.types import JobSpec, PlacementResult
 from scorer.weights import job_weights
 
 __all__ = ["Placer"]
+
+GroupOf = Callable[[np.ndarray], np.ndarray]  # candidate slots -> group id each
 
 
 class Placer:
@@ -62,7 +64,56 @@ class Placer:
         self._weights_cache: dict[tuple[object, ...], dict[str, float]] = {}
 
     # ---- the cycle -----------------------------------------------------------------------
-    def place(self, job: JobSpec, region: str | None = None) -> PlacementResult:
+    def place(
+        self, job: JobSpec, region: str | None = None, *, explain: bool = True
+    ) -> PlacementResult:
+        """The best placement of `job` in `region` (None: anywhere), or why there is none.
+
+        `explain=False` skips the reasons of a refusal (per-filter examples, never-fits): a
+        silent retry of a queued job needs only "placed or not", and explaining costs more
+        than deciding.
+        """
+        ctx, masks, refusals, candidates = self._filter(job, region)
+        weights = self._weights(job)
+        notes: list[str] = []  # why spread plans were refused
+        if candidates.size:
+            # a gang that may spread is placed both ways; spreading pays a topology penalty,
+            # so it wins only when it reaches much better GPUs than any single node offers
+            options = [
+                self._place_single(ctx, candidates, weights, refusals).get(0),
+                self._place_spread(ctx, candidates, weights, refusals, notes).get(0),
+            ]
+            placed = [r for r in options if r is not None]
+            if placed:
+                return max(placed, key=lambda r: r.score)
+        if not explain:
+            return PlacementResult(placed=False, refusals=refusals)
+        return self._refused(ctx, masks, refusals, candidates, region, notes)
+
+    def options(self, job: JobSpec, region: str | None = None) -> list[PlacementResult]:
+        """The best placement now on each (region, GPU model), best first. All are scored in
+        one cycle over the nodes considered, so their scores compare (`gpuflow submit
+        --dry-run` shows them as alternatives). Reserves nothing."""
+        ctx, _, refusals, candidates = self._filter(job, region)
+        if not candidates.size:
+            return []
+        weights, s = self._weights(job), self.state
+        width = max(1, len(s.models))
+
+        def group_of(slots: np.ndarray) -> np.ndarray:
+            return s.region[slots].astype(np.int64) * width + s.model[slots]
+
+        best = self._place_single(ctx, candidates, weights, refusals, group_of)
+        for group, result in self._place_spread(
+            ctx, candidates, weights, refusals, [], group_of
+        ).items():
+            if group not in best or result.score > best[group].score:
+                best[group] = result
+        return sorted(best.values(), key=lambda r: (-r.score, r.region or "", r.gpu_model or ""))
+
+    def _filter(
+        self, job: JobSpec, region: str | None
+    ) -> tuple[CycleContext, list[tuple[FilterPlugin, np.ndarray]], dict[str, int], np.ndarray]:
         slots = self.state.slots(region)
         ctx = CycleContext(
             job, self.state, self.throughput, slots, self._vectors(job), network=self.network
@@ -75,20 +126,7 @@ class Placer:
             refused = slots.shape[0] - int(np.count_nonzero(mask))
             if refused:
                 refusals[f.name] = refused
-        candidates = slots[feasible]
-        weights = self._weights(job)
-        notes: list[str] = []  # why spread plans were refused
-        if candidates.size:
-            # a gang that may spread is placed both ways; spreading pays a topology penalty,
-            # so it wins only when it reaches much better GPUs than any single node offers
-            options = [
-                self._place_single(ctx, candidates, weights, refusals),
-                self._place_spread(ctx, candidates, weights, refusals, notes),
-            ]
-            placed = [r for r in options if r is not None]
-            if placed:
-                return max(placed, key=lambda r: r.score)
-        return self._refused(ctx, masks, refusals, candidates, region, notes)
+        return ctx, masks, refusals, slots[feasible]
 
     def _place_single(
         self,
@@ -96,21 +134,43 @@ class Placer:
         candidates: np.ndarray,
         weights: Mapping[str, float],
         refusals: dict[str, int],
-    ) -> PlacementResult | None:
+        group_of: GroupOf | None = None,
+    ) -> dict[int, PlacementResult]:
+        """The best one-node placement ({0: result}), or the best per group of nodes."""
         job = ctx.job
         if not ctx.fractional:
             candidates = candidates[self.state.free_whole[candidates] >= job.gpu_count]
         if not candidates.size:
-            return None
+            return {}
         total, parts = self._score(ctx, candidates, weights)
-        best = int(np.argmax(total))
-        slot = int(candidates[best])
+        if group_of is None:
+            bests = {0: int(np.argmax(total))}
+        else:
+            groups = group_of(candidates)
+            bests = {}
+            for g in np.unique(groups):
+                idx = np.flatnonzero(groups == g)
+                bests[int(g)] = int(idx[np.argmax(total[idx])])
+        return {
+            g: self._single_at(ctx, candidates, total, parts, i, refusals) for g, i in bests.items()
+        }
+
+    def _single_at(
+        self,
+        ctx: CycleContext,
+        candidates: np.ndarray,
+        total: np.ndarray,
+        parts: dict[str, np.ndarray],
+        i: int,
+        refusals: dict[str, int],
+    ) -> PlacementResult:
+        job, slot = ctx.job, int(candidates[i])
         if ctx.fractional:
             pick: Pick = (slot, (pick_share(self.state, slot, job.gpu_milli),), job.gpu_milli)
         else:
             pick = (slot, pick_gpus(self.state, slot, job.gpu_count), 1000)
-        breakdown = {n: float(p if p.ndim == 0 else p[best]) for n, p in parts.items()}
-        return self._result(ctx, [pick], float(total[best]), breakdown, refusals)
+        breakdown = {n: float(p if p.ndim == 0 else p[i]) for n, p in parts.items()}
+        return self._result(ctx, [pick], float(total[i]), breakdown, refusals)
 
     def _place_spread(
         self,
@@ -119,10 +179,13 @@ class Placer:
         weights: Mapping[str, float],
         refusals: dict[str, int],
         notes: list[str],
-    ) -> PlacementResult | None:
+        group_of: GroupOf | None = None,
+    ) -> dict[int, PlacementResult]:
+        """The best spread gang ({0: result}), or the best per group (groups within a model);
+        `notes` collects why plan filters refused plans."""
         job = ctx.job
         if ctx.fractional or ctx.chunk >= job.gpu_count:
-            return None
+            return {}
         ctx = replace(ctx, spread=True, memo={})
         planned = {p.name: weights.get(p.name, 0.0) for p in self.plan_scores}  # whole-plan
         node_weights = {k: v for k, v in weights.items() if k != TOPOLOGY and k not in planned}
@@ -131,31 +194,49 @@ class Placer:
         total, parts = self._score(ctx, candidates, node_weights)
         levels = ("rack", "zone", "region") + (("global",) if job.cross_region_ok else ())
         tp = max(1, job.tensor_parallel)
-        best_plan, best_score, best_parts = None, -1.0, {}
-        models = self.state.model[candidates]
-        for m in np.unique(models):
-            of_model = models == m
-            for plan in self._plans(ctx, candidates[of_model], total[of_model], tp, levels):
+        plans: dict[int, tuple[GangPlan, float, dict[str, float]]] = {}
+        groups = self.state.model[candidates] if group_of is None else group_of(candidates)
+        for g in np.unique(groups):
+            member, key = groups == g, 0 if group_of is None else int(g)
+            for plan in self._plans(ctx, candidates[member], total[member], tp, levels):
                 if not self._plan_allowed(ctx, plan, refusals, notes):
                     continue
                 by_plan = {p.name: planned[p.name] * p.score_plan(ctx, plan) / w_sum
                            for p in self.plan_scores if planned[p.name] > 0}  # fmt: skip
                 domain = w_topo * domain_score(plan.level)
                 score = (plan.mean_score * w_nodes + domain) / w_sum + sum(by_plan.values())
-                if score > best_score:
-                    best_plan, best_score, best_parts = plan, score, by_plan
-        if best_plan is None:
-            return None
+                if key not in plans or score > plans[key][1]:
+                    plans[key] = (plan, score, by_plan)
+        return {
+            key: self._spread_result(
+                ctx, candidates, parts, plan, (score, by_plan), (w_nodes, w_topo, w_sum), refusals
+            )
+            for key, (plan, score, by_plan) in plans.items()
+        }
+
+    def _spread_result(
+        self,
+        ctx: CycleContext,
+        candidates: np.ndarray,
+        parts: dict[str, np.ndarray],
+        plan: GangPlan,
+        scored: tuple[float, dict[str, float]],
+        node_topo_sum: tuple[float, float, float],
+        refusals: dict[str, int],
+    ) -> PlacementResult:
+        """A spread plan as a result: node scores averaged over its nodes, plus the domain
+        and the whole-plan scores (`scored`: the plan's score and its plan-plugin parts)."""
+        (score, by_plan), (w_nodes, w_topo, w_sum) = scored, node_topo_sum
         picks = [
             (s, pick_gpus(self.state, s, k), 1000)
-            for s, k in zip(best_plan.slots, best_plan.gpus, strict=True)
+            for s, k in zip(plan.slots, plan.gpus, strict=True)
         ]
-        pos = np.searchsorted(candidates, np.asarray(best_plan.slots))
+        pos = np.searchsorted(candidates, np.asarray(plan.slots))
         breakdown = {n: float(_at(p, pos).mean()) * w_nodes / w_sum for n, p in parts.items()}
-        breakdown.update(best_parts)
+        breakdown.update(by_plan)
         if w_topo:
-            breakdown[TOPOLOGY] = w_topo * domain_score(best_plan.level) / w_sum
-        return self._result(ctx, picks, best_score, breakdown, refusals)
+            breakdown[TOPOLOGY] = w_topo * domain_score(plan.level) / w_sum
+        return self._result(ctx, picks, score, breakdown, refusals)
 
     def _plans(
         self,
@@ -232,6 +313,15 @@ class Placer:
             job.pipeline_parallel,
             job.params_b,
             job.min_gpu_memory_mib,
+            job.model_family,
+            job.data_parallel,
+            job.sharding,
+            job.finetune,
+            job.optimizer,
+            job.optimizer_offload,
+            job.micro_batch,
+            job.seq_len,
+            job.activation_checkpointing,
             job.allowed_gpu_models,
             job.reference_gpu_model,
             len(models),

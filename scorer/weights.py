@@ -11,6 +11,7 @@
 | fragmentation  | 15                                       |
 | load_balance   | 3                                        |
 | communication  | 0 for one GPU; 20 for a gang             |
+| porting        | 10 (only a portable job's scores differ) |
 
 The final score is sum(w x s) / sum(w) over the configured plugins, so it stays in 0..100.
 """
@@ -40,6 +41,7 @@ def job_weights(job: JobSpec, overrides: Mapping[str, float] | None = None) -> d
         "fragmentation": 15.0,
         "load_balance": 3.0,
         "communication": 20.0 if job.gpu_count > 1 else 0.0,
+        "porting": 10.0,
     }
     if overrides:
         weights.update(overrides)

@@ -10,7 +10,9 @@ so each entry lands in its region's changelog partition:
   queue:        job_id -> RoutedJob record waiting for capacity
   nodes:        node_id -> latest NodeInventory record
 Idempotence: a job with a final decision (PLACED or REJECTED) is never decided again; the set
-of final jobs is rebuilt at start from the decision log itself (`streams.ledger`).
+of final jobs is rebuilt at start from the decision log itself (`streams.ledger`). Memory is
+bounded by live jobs plus `horizon_s` (`streams.horizon`): decided jobs and released
+reservations older than that are forgotten, jobs holding GPUs never.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from scorer import ClusterState, JobSpec, PlacementResult, Placer, ReservationEr
 from scorer.network import job_flows
 from streams.bandwidth import flow_records, flows_from_records
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
+from streams.horizon import DecidedJobs, ReleasedLog
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 
 __all__ = ["Scheduler"]
@@ -56,6 +59,8 @@ class Scheduler:
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
         cross_region: bool = False,
+        porting_penalties: Mapping[str, float] | None = None,
+        horizon_s: float = 600.0,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -63,12 +68,14 @@ class Scheduler:
         self.queue = queue
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
-        self.final: set[str] = set()
+        self.final = DecidedJobs(horizon_s)
+        self.released = ReleasedLog(horizon_s)
         # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
         self.routed_attempts: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
+        self.porting_penalties = dict(porting_penalties or {})  # the router's, as the placer's
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
         # gangs that fit no region may span the regions this worker holds (one worker only:
         # a reservation lives in its anchor region's changelog); placed flows go to the view
@@ -80,7 +87,7 @@ class Scheduler:
     def rebuild(
         self,
         logged: Mapping[str, Mapping[str, Any]],
-        ended: Collection[str] = (),
+        ended: Collection[str] | Mapping[str, int] = (),
         owns: Callable[[str], bool] = lambda region: True,
     ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision log.
@@ -101,15 +108,20 @@ class Scheduler:
         for record in self.nodes.values():
             self.state.upsert_node(node_spec(record))
             self.last_seen.setdefault(record["node_id"], time.monotonic())
-        self.final |= set(logged)
+        now = now_ms()
+        for job_id, decision in logged.items():
+            self.final.add(job_id, age_s=(now - int(decision.get("ts") or now)) / 1000)
         for job_id, entry in list(self.reservations.items()):
             if job_id not in self.final:
                 del self.reservations[job_id]
-            elif job_id in ended and not entry.get("released"):
+            elif _has_ended(ended, job_id, entry.get("placed_ts")) and not entry.get("released"):
                 self.reservations[job_id] = {**entry, "released": True}
+                self.released.add(entry["region"], [job_id])
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
                 self._note_flows(job_id, entry.get("flows"))
+            else:
+                self.released.add(entry["region"], [job_id])
         for job_id, decision in logged.items():
             placed = decision["outcome"] == "PLACED" and owns(decision.get("region") or "")
             if placed and job_id not in self.reservations:
@@ -117,7 +129,8 @@ class Scheduler:
                     "region": decision["region"],
                     "assignments": decision["assignments"],
                     "gpu_model": decision.get("gpu_model"),
-                    "released": job_id in ended,
+                    "released": _has_ended(ended, job_id, decision.get("ts")),
+                    "placed_ts": decision.get("ts"),
                 }
                 self.reservations[job_id] = entry
                 if not entry["released"]:
@@ -196,7 +209,9 @@ class Scheduler:
             return self._refuse_unrouted(
                 job, started_ns, [f"invalid job spec: {p}" for p in problems]
             )
-        ranked = rank_regions(job_spec(job), self.region_views())
+        ranked = rank_regions(
+            job_spec(job), self.region_views(), porting_penalties=self.porting_penalties
+        )
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"
@@ -214,8 +229,17 @@ class Scheduler:
             "refusals": {},
             "queue_region": None,
             "worker_us": _us_since(started_ns),
+            "verified_tenant": job.get("verified_tenant"),  # set by streams.admission
         }
         return [self._routed(routed)]
+
+    def reject_invalid(self, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
+        """REJECTED for a submission that failed validation (once per job id)."""
+        job_id = str(job["job_id"])
+        if job_id in self.final or not job_id.strip() or len(job_id) > 256:
+            return []  # no usable job id to answer under: the dead letter says it all
+        reasons = [f"invalid job spec: {p}" for p in problems]
+        return self._refuse_unrouted(job, time.perf_counter_ns(), reasons)
 
     def _refuse_unrouted(
         self, job: Mapping[str, Any], started_ns: int, reasons: list[str]
@@ -243,9 +267,10 @@ class Scheduler:
         if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
             return []  # a replay: this job was already forwarded past this region
         spec = job_spec(job)
-        result = self.placer.place(spec, region)
+        explain = self._explain(routed)
+        result = self.placer.place(spec, region, explain=explain)
         if not result.placed and self.cross_region and spec.cross_region_ok and spec.gpu_count > 1:
-            wide = self.placer.place(spec, None)  # a gang over the regions this worker holds
+            wide = self.placer.place(spec, None, explain=explain)  # over the regions held here
             if wide.placed or (result.never_fits and not wide.never_fits):
                 result = wide  # placed, or: queue it, it fits once links or GPUs free
         if result.placed:
@@ -253,6 +278,17 @@ class Scheduler:
             if placed is not None:
                 return [placed]
         return self._refused(routed, result, started_ns)
+
+    @staticmethod
+    def _explain(routed: Mapping[str, Any]) -> bool:
+        """Whether a refusal here needs its reasons (only a decision that is sent does).
+
+        A failed retry stays queued silently; a refusal with regions left to try spills over,
+        and needs only "could it ever fit here" until a queue region is chosen.
+        """
+        if routed.get("_retry"):
+            return False
+        return not (routed.get("candidates") and routed.get("queue_region"))
 
     def _commit(
         self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
@@ -280,6 +316,7 @@ class Scheduler:
             "gpu_model": record["gpu_model"],
             "released": False,
             "flows": self._placed_flows(job_spec(job), result),
+            "placed_ts": record["ts"],
         }
         self.queue.pop(job_id, None)
         self.final.add(job_id)
@@ -339,7 +376,7 @@ class Scheduler:
                     partition_of=self.partition_of,
                 )
             ]
-        reasons = list(result.reasons) or ["no node in any allowed region can ever host this job"]
+        reasons = self._rejection_reasons(job, result)
         return [
             self._final(
                 job,
@@ -353,6 +390,18 @@ class Scheduler:
                 worker_us=worker_us,
             )
         ]
+
+    def _rejection_reasons(self, job: Mapping[str, Any], last: PlacementResult) -> list[str]:
+        """Why a job is rejected, over every region this worker holds: the last region tried
+        may lack the job's GPU model altogether ("H200 is not an allowed GPU model") while the
+        decisive reason is elsewhere ("needs 139 GiB per GPU, H100 has 79.6 GiB")."""
+        everywhere = self.placer.place(job_spec(job), None)
+        reasons = list(everywhere.reasons) if not everywhere.placed else []
+        return (
+            reasons
+            or list(last.reasons)
+            or ["no node in any allowed region can ever host this job"]
+        )
 
     def _final(
         self,
@@ -387,12 +436,26 @@ class Scheduler:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def on_job_event(self, event: Mapping[str, Any]) -> list[Outgoing]:
-        """Release GPUs when a job ends; then try the region's queue."""
+    def on_job_event(
+        self, event: Mapping[str, Any], *, produced_ms: int | None = None
+    ) -> list[Outgoing]:
+        """Release GPUs when a job ends; then try the region's queue.
+
+        `produced_ms` is when the event was written to the log (its Kafka timestamp): an end
+        written before this placement was decided (a finish before a start, a stale or
+        replayed event) is not about this placement and frees nothing.
+        """
         if event["type"] not in ("FINISHED", "FAILED", "EVICTED"):
             return []
         job_id = event["job_id"]
         entry = self.reservations.get(job_id)
+        if (
+            entry is not None
+            and produced_ms is not None
+            and produced_ms < entry.get("placed_ts", 0)
+        ):
+            log.warning("end of job written before its placement ignored job_id=%s", job_id)
+            return []
         if entry is None or entry.get("released"):
             self.state.release(job_id)  # idempotent
             return []
@@ -400,6 +463,9 @@ class Scheduler:
         self.reservations[job_id] = {**entry, "released": True}
         if self.network is not None:
             self.network.note_released(job_id)
+        # on the region's own event, so the deletes land in its changelog partition
+        self.released.add(entry["region"], [job_id])
+        self.released.forget(entry["region"], self.reservations)
         return self.retry_queue(entry["region"])
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
@@ -435,6 +501,8 @@ class Scheduler:
         """The scheduler's timer (worker: every `worker.replan_interval_s`; replay: `tick_s`):
         retry every region's queue. Re-planning passes hook in here."""
         regions = sorted({r["region"] for r in self.queue.values()})
+        held = self.state.jobs
+        self.final.prune(keep=lambda job_id: job_id in held)
         return [msg for region in regions for msg in self.retry_queue(region)]
 
     # -- network ------------------------------------------------------------------------------
@@ -464,3 +532,11 @@ class Scheduler:
 
 def _us_since(started_ns: int) -> int:
     return (time.perf_counter_ns() - started_ns) // 1000
+
+
+def _has_ended(ended: Collection[str] | Mapping[str, int], job_id: str, placed_ts: Any) -> bool:
+    """Whether the job-event log ends this placement: with write times (a mapping), only an
+    end written at or after the placement counts (as `on_job_event` judges it live)."""
+    if isinstance(ended, Mapping):
+        return job_id in ended and ended[job_id] >= int(placed_ts or 0)
+    return job_id in ended

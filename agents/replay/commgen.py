@@ -83,7 +83,7 @@ def _job(i: int, at: float, rng: np.random.Generator) -> TraceJob:
         job_id=f"{name}-{i:04d}", submit_s=round(at, 1), num_gpus=gpus, duration_s=hours * 3600,
         reference_model="A100-80", kind="TRAINING", params_b=params, precision="BF16",
         tensor_parallel=tp, pipeline_parallel=pp, grad_accum_steps=accumulate,
-        micro_batch_size=mb, seq_len=seq, cross_region_ok=True, checkpoint_interval_s=1800,
+        micro_batch=mb, seq_len=seq, cross_region_ok=True, checkpoint_interval_s=1800,
     )  # fmt: skip
 
 

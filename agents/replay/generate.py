@@ -184,7 +184,7 @@ COMM_HEADER = (  # written when a job has a communication shape (docs/traces.md)
     "tensor_parallel",
     "pipeline_parallel",
     "grad_accum_steps",
-    "micro_batch_size",
+    "micro_batch",
     "seq_len",
     "cross_region_ok",
 )

@@ -76,7 +76,7 @@ class TraceJob:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     grad_accum_steps: int = 1
-    micro_batch_size: int = 0
+    micro_batch: int = 0
     seq_len: int = 0
     cross_region_ok: bool = False
 
@@ -201,7 +201,7 @@ def _comm_fields(row: Row) -> dict[str, Any]:
         "tensor_parallel": row.parse("tensor_parallel", count, 1),
         "pipeline_parallel": row.parse("pipeline_parallel", count, 1),
         "grad_accum_steps": row.parse("grad_accum_steps", count, 1),
-        "micro_batch_size": row.parse("micro_batch_size", positive(to_int, strict=False), 0),
+        "micro_batch": row.parse("micro_batch", positive(to_int, strict=False), 0),
         "seq_len": row.parse("seq_len", positive(to_int, strict=False), 0),
         "cross_region_ok": row.parse("cross_region_ok", to_bool, False),
     }
@@ -224,7 +224,12 @@ def load_throughputs(path: str | Path, catalog: Catalog | None = None) -> Throug
     """Our `throughputs.csv`, or Gavel's table (detected by its `gpu_type` column)."""
     catalog = catalog or default_catalog()
     table: dict[tuple[str, str, int, bool], float] = {}
-    first = Path(path).read_text(encoding="utf-8-sig").lstrip().split("\n", 1)[0].lower()
+    try:
+        first = Path(path).read_text(encoding="utf-8-sig").lstrip().split("\n", 1)[0].lower()
+    except OSError as exc:
+        raise TraceError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(str(path), f"not UTF-8 text ({exc.reason})") from None
     gavel = "gpu_type" in first and "steps_per_sec" in first
     cols = (
         ("job_type", "gpu_type", "scale_factor", "steps_per_sec") if gavel else THROUGHPUT_COLUMNS
@@ -287,7 +292,7 @@ def job_record(job: TraceJob, ts_ms: int) -> dict[str, Any]:
         "pipeline_parallel": job.pipeline_parallel,
         "data_parallel": max(1, job.num_gpus // (job.tensor_parallel * job.pipeline_parallel)),
         "grad_accum_steps": job.grad_accum_steps,
-        "micro_batch_size": job.micro_batch_size,
+        "micro_batch": job.micro_batch,
         "seq_len": job.seq_len,
         "cross_region_ok": job.cross_region_ok,
     }

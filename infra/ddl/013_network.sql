@@ -15,7 +15,7 @@ ALTER TABLE bandwidth_quotas
 
 ALTER TABLE jobs_submitted
     ADD COLUMN IF NOT EXISTS grad_accum_steps UInt32,
-    ADD COLUMN IF NOT EXISTS micro_batch_size UInt32,
+    ADD COLUMN IF NOT EXISTS micro_batch UInt32,
     ADD COLUMN IF NOT EXISTS seq_len UInt32;
 
 -- Link utilisation per minute: cross traffic over capacity, RTT and loss, from LinkTelemetry.

@@ -154,7 +154,7 @@ def job_submitted(
         "reference_gpu_model": None,
         "total_steps": None,
         "grad_accum_steps": 1,
-        "micro_batch_size": 0,
+        "micro_batch": 0,
         "seq_len": 0,
     }
 

@@ -2,7 +2,7 @@
 
 Per optimizer step (one replica = tensor x pipeline GPUs; `grad_accum_steps` micro-batches):
 
-- compute: 6 x params x tokens FLOPs per micro-batch (tokens = micro_batch_size x seq_len),
+- compute: 6 x params x tokens FLOPs per micro-batch (tokens = micro_batch x seq_len),
   over the replica's GPUs at peak x MFU; the step is `grad_accum_steps` micro-batches.
 - data parallel: one all-reduce of the gradients G = params x gradient bytes (2 for 16-bit and
   FP8 training, 4 for FP32/TF32) per step. Hierarchical ring: inside a site, then across
@@ -38,7 +38,7 @@ class CommAssumptions:
     """Constants of the model (documented in docs/network.md)."""
 
     mfu: float = 0.4  # model FLOPs utilisation, as the throughput model's roofline
-    micro_batch_size: int = 1  # when the job does not say
+    micro_batch: int = 1  # when the job does not say
     seq_len: int = 2048
     overlap_share: float = 2.0 / 3.0  # of one micro-batch's compute that hides the all-reduce
     fabric_gbps: float = 200.0  # per node, inside a region (NIC / InfiniBand / RoCE)
@@ -178,7 +178,7 @@ def comm_demand(
         return None
     a = assumptions or CommAssumptions()
     params = job.params_b * 1e9
-    mb = job.micro_batch_size or a.micro_batch_size
+    mb = job.micro_batch or a.micro_batch
     seq = job.seq_len or a.seq_len
     tp, pp = max(1, job.tensor_parallel), max(1, job.pipeline_parallel)
     tokens = mb * seq

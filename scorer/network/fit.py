@@ -163,7 +163,7 @@ def tp_fit(
         return None
     key = (
         model, job.params_b, job.precision, job.tensor_parallel, job.pipeline_parallel,
-        job.micro_batch_size, job.seq_len, job.grad_accum_steps, job.gpu_count, assumptions,
+        job.micro_batch, job.seq_len, job.grad_accum_steps, job.gpu_count, assumptions,
     )  # fmt: skip
     if key not in _TP_CACHE:
         if len(_TP_CACHE) > 4096:

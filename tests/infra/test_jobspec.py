@@ -95,6 +95,17 @@ def test_full_spec_is_coerced() -> None:
         ({"expected_duration_s": "1.5"}, "expected_duration_s", 1.5),
         ({"priority": -5}, "priority", -5),
         ({"job_id": 42}, "job_id", "42"),
+        # memory model and software stack (issue 16): names normalised as the scorer does
+        ({"sharding": "zero-3"}, "sharding", "ZERO3"),
+        ({"sharding": "fsdp"}, "sharding", "FSDP"),
+        ({"finetune": "qlora"}, "finetune", "QLORA"),
+        ({"optimizer": "adam-8bit"}, "optimizer", "ADAM_8BIT"),
+        ({"optimizer_offload": "yes"}, "optimizer_offload", True),
+        ({"activation_checkpointing": "false"}, "activation_checkpointing", False),
+        ({"activation_checkpointing": None}, "activation_checkpointing", None),  # auto
+        ({"micro_batch": "4"}, "micro_batch", 4),
+        ({"seq_len": 8192}, "seq_len", 8192),
+        ({"software_stack": "CUDA-12.1"}, "software_stack", "cuda-12.1"),
     ],
 )
 def test_coercion(spec: dict[str, Any], field: str, value: Any) -> None:
@@ -145,9 +156,23 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     # communication shape (issue 13)
     ({"grad_accum_steps": 0}, "grad_accum_steps"),
     ({"grad_accum_steps": "many"}, "grad_accum_steps"),
-    ({"micro_batch_size": -1}, "micro_batch_size"),
     ({"seq_len": -2048}, "seq_len"),
+    ({"sharding": "zero4"}, "sharding"),
+    ({"finetune": "dora"}, "finetune"),
+    ({"optimizer": "lion"}, "optimizer"),
+    ({"micro_batch": -1}, "micro_batch"),
+    ({"seq_len": "long"}, "seq_len"),
+    ({"software_stack": "cuda 12"}, "software_stack"),
 ]
+
+
+def test_a_decoded_record_with_bad_memory_fields_lists_them() -> None:
+    record = {"job_id": "j", "sharding": "ZERO9", "seq_len": -1, "software_stack": "??"}
+    assert [p.split(":")[0] for p in job_problems(record)] == [
+        "sharding",
+        "seq_len",
+        "software_stack",
+    ]
 
 
 def test_communication_shape_round_trips_to_the_scorer() -> None:
@@ -155,11 +180,11 @@ def test_communication_shape_round_trips_to_the_scorer() -> None:
 
     record = job_record(
         {"job_id": "j", "kind": "training", "gpu_count": 16, "grad_accum_steps": "32",
-         "micro_batch_size": 2, "seq_len": 4096},
+         "micro_batch": 2, "seq_len": 4096},
         now_ms=NOW,
     )  # fmt: skip
     spec = JobSpec.from_record(record)
-    assert (spec.grad_accum_steps, spec.micro_batch_size, spec.seq_len) == (32, 2, 4096)
+    assert (spec.grad_accum_steps, spec.micro_batch, spec.seq_len) == (32, 2, 4096)
     assert JobSpec.from_record(job_record({"job_id": "k"}, now_ms=NOW)).grad_accum_steps == 1
 
 

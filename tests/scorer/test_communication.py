@@ -35,7 +35,7 @@ def _gang(ga: int, job_id: str = "g") -> JobSpec:
     # 7B BF16 on 24 A100s, TP 2 (12 replicas): no region (16 GPUs) holds it
     return JobSpec(job_id, kind="TRAINING", params_b=7, precision="BF16", gpu_count=24,
                    tensor_parallel=2, data_parallel=12, cross_region_ok=True,
-                   grad_accum_steps=ga, micro_batch_size=1)  # fmt: skip
+                   grad_accum_steps=ga, micro_batch=1)  # fmt: skip
 
 
 def _regions(state: ClusterState, result: PlacementResult) -> set[str]:

@@ -85,7 +85,7 @@ def _job(**kw: object) -> JobSpec:
 
 
 def test_demand_arithmetic() -> None:
-    d = comm_demand(_job(grad_accum_steps=4, micro_batch_size=2, seq_len=4096), 312.0)
+    d = comm_demand(_job(grad_accum_steps=4, micro_batch=2, seq_len=4096), 312.0)
     assert d is not None
     # micro-batch: 6 x 7e9 x (2 x 4096) FLOPs / (2 GPUs x 312e12 x 0.4 MFU) = 1.3785 s
     assert d.micro_batch_s == pytest.approx(6 * 7e9 * 8192 / (2 * 312e12 * 0.4))
