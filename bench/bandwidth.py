@@ -294,12 +294,7 @@ def main() -> None:
                 "command": previous.get("command"),
                 "measured_at": previous.get("measured_at"),
             }
-    path = write_result("bandwidth", result)
-    if args.out is not None and args.out.resolve() != path.resolve():
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(path.read_text())
-        path.unlink()
-        path = args.out
+    path = write_result("bandwidth", result, out=args.out)
     print(f"wrote {path}")
     json.loads(path.read_text())
 
