@@ -1,14 +1,12 @@
-"""The world around a simulated fleet: diurnal load, grid signals, inter-region links."""
+"""The world around a simulated fleet: diurnal load and grid signals (links: agents/backbone.py)."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import numpy as np
 
 from agents.spec import FleetSpec
 
-__all__ = ["diurnal_load", "grid_events", "link_events", "local_hour"]
+__all__ = ["diurnal_load", "grid_events", "local_hour"]
 
 _MS_PER_H = 3_600_000
 
@@ -44,38 +42,6 @@ def grid_events(spec: FleetSpec, now_ms: int, rng: np.random.Generator) -> list[
                 "price_per_kwh": round(price * jitter, 5),
                 "carbon_g_per_kwh": round(carbon * jitter, 2),
                 "renewable_share": round(renewable, 3),
-            }
-        )
-    return out
-
-
-def link_events(
-    spec: FleetSpec,
-    now_ms: int,
-    rng: np.random.Generator,
-    degraded: Mapping[str, tuple[float, float]] | None = None,
-) -> list[dict]:
-    """One LinkTelemetry per directed link; `degraded[link_id] = (rtt_mult, capacity_mult)`."""
-    degraded = degraded or {}
-    offsets = {r.name: r.utc_offset_h for r in spec.regions}
-    out = []
-    for src, dst in spec.links():
-        link_id = f"{src}>{dst}"
-        rtt_mult, cap_mult = degraded.get(link_id, (1.0, 1.0))
-        rtt = spec.rtt_ms[(src, dst)] * (1.0 + abs(float(rng.normal(0.0, 0.03)))) * rtt_mult
-        capacity = spec.link_capacity_gbps * cap_mult
-        load = float(diurnal_load(now_ms, offsets[src])) * 0.6 + float(rng.uniform(0.0, 0.1))
-        out.append(
-            {
-                "event_id": f"link:{link_id}:{now_ms}",
-                "ts": now_ms,
-                "schema": 1,
-                "link_id": link_id,
-                "src_region": src,
-                "dst_region": dst,
-                "rtt_ms": round(rtt, 2),
-                "capacity_gbps": round(capacity, 2),
-                "used_gbps": round(min(capacity, spec.link_capacity_gbps * load), 2),
             }
         )
     return out

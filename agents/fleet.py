@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agents.environment import diurnal_load, grid_events, link_events
+from agents.backbone import Backbone
+from agents.environment import diurnal_load, grid_events
 from agents.errors import AgentError
 from agents.faults import Fault, draw_faults
 from agents.generate import generate_nodes
@@ -48,6 +49,7 @@ class SimulatedFleet:
         self.nodes = list(nodes)
         self.policy = policy or spec.tiers
         self.rng = np.random.default_rng(seed)
+        self.backbone = Backbone.from_fleet(spec, np.random.default_rng([seed, 13]))
         counts = np.array([nd["gpu_count"] for nd in self.nodes], dtype=np.int64)
         self.gpu_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         self.gpu_node = np.repeat(np.arange(len(self.nodes)), counts)
@@ -92,7 +94,7 @@ class SimulatedFleet:
 
     def link_events(self, now_ms: int) -> list[dict]:
         mults = {k: (f.rtt_mult, f.capacity_mult) for k, f in self.degraded.items()}
-        return link_events(self.spec, now_ms, self.rng, mults)
+        return self.backbone.events(now_ms, mults)
 
     def region_gpu_totals(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from agents.backbone import BackboneSpec, parse_backbone
 from agents.errors import FleetSpecError
 from agents.models import physics
 from agents.tiers import TierPolicy
@@ -86,6 +87,7 @@ class FleetSpec:
     faults: FaultRates = field(default_factory=FaultRates)
     tiers: TierPolicy = field(default_factory=TierPolicy)
     driver_version: str = "560.35.03"
+    backbone: BackboneSpec = field(default_factory=BackboneSpec)  # links' behaviour
 
     def region(self, name: str) -> RegionSpec:
         for r in self.regions:
@@ -220,6 +222,10 @@ def parse_fleet(raw: Mapping[str, Any], name: str = "fleet") -> FleetSpec:
         tiers = TierPolicy.from_mapping(raw.get("tiers") or {})
     except (TypeError, ValueError) as exc:
         raise FleetSpecError("faults/tiers", str(exc)) from None
+    try:
+        backbone = parse_backbone(raw.get("backbone"))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise FleetSpecError("backbone", f"{type(exc).__name__}: {exc}") from None
     return FleetSpec(
         name=str(raw.get("name", name)),
         regions=regions,
@@ -228,6 +234,7 @@ def parse_fleet(raw: Mapping[str, Any], name: str = "fleet") -> FleetSpec:
         faults=faults,
         tiers=tiers,
         driver_version=_get(raw, "driver_version", "", str, "560.35.03"),
+        backbone=backbone,
     )
 
 

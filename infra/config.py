@@ -24,6 +24,7 @@ __all__ = [
     "BrokerConfig",
     "Config",
     "KafkaConfig",
+    "NetworkConfig",
     "StoreConfig",
     "WorkerConfig",
     "config_env",
@@ -176,12 +177,29 @@ class AuthConfig:
 
 
 @dataclass(frozen=True)
+class NetworkConfig:
+    """Inter-region links and bandwidth quotas (docs/network.md)."""
+
+    links_file: str = ""  # YAML: links with rtt_ms, capacity_gbps, cost_per_gb; else telemetry
+    policy: str = "elastic"  # quotas: elastic (water-filling by phase) | equal (static shares)
+    round_s: float = 0.5  # the bandwidth processor's decision round
+    quota_ttl_s: float = 30.0  # a quota expires unless re-issued
+    renew_before_s: float = 10.0
+    change_threshold: float = 0.1  # re-issue when a quota moves by more than this share...
+    change_floor_gbps: float = 0.05  # ...and by more than this
+    headroom: float = 0.05  # share of each link never granted
+    idle_gbps: float = 0.1  # what a computing job keeps of a link (no all-reduce running)
+    cross_region_gangs: bool = False  # place gangs over several regions (single worker only)
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: Path = Path("gpuflow-data")
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
 
     @property
@@ -337,7 +355,7 @@ def config_key(env_name: str) -> str | None:
 def config_env(config: Config) -> dict[str, str]:
     """GPUFLOW_* variables that reproduce `config` in a child process (e.g. the worker)."""
     env = {"GPUFLOW_DATA_DIR": str(config.data_dir.resolve())}
-    for section in ("kafka", "broker", "store", "worker", "auth"):
+    for section in ("kafka", "broker", "store", "worker", "network", "auth"):
         values = getattr(config, section)
         for f in dataclasses.fields(values):
             value = getattr(values, f.name)

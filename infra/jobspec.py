@@ -37,7 +37,8 @@ _INT_FIELDS = (
     "memory_mib",
     "priority",
     "checkpoint_interval_s",
-    "micro_batch",  # issue 16: memory model
+    "grad_accum_steps",  # issue 13: communication shape
+    "micro_batch",  # issue 16: memory model; issue 13: communication shape too
     "seq_len",
 )
 _FLOAT_FIELDS = ("params_b", "cost_speed_preference", "expected_duration_s", "budget_usd")
@@ -138,6 +139,7 @@ def job_problems(job: Mapping[str, Any]) -> list[str]:
     for name in ("params_b", "min_gpu_memory_mib", "cpu_milli", "memory_mib"):
         if float(job.get(name) or 0) < 0:
             out.append(f"{name}: must be >= 0")
+    out.extend(_comm_problems(job))
     duration = job.get("expected_duration_s")
     if duration is not None and float(duration) <= 0:
         out.append("expected_duration_s: must be > 0")
@@ -161,6 +163,14 @@ def _memory_and_stack_problems(job: Mapping[str, Any]) -> list[str]:
     except InvalidSpecError as exc:
         out.append(str(exc))
     return out
+
+
+def _comm_problems(job: Mapping[str, Any]) -> list[str]:
+    """The communication shape (issue 13): `micro_batch` and `seq_len`, which the network
+    model shares with the memory model, are checked with the memory fields."""
+    if int(job.get("grad_accum_steps", 1)) < 1:
+        return ["grad_accum_steps: must be >= 1"]
+    return []
 
 
 def job_record(spec: Mapping[str, Any], *, now_ms: int | None = None) -> dict[str, Any]:

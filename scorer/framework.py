@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -18,11 +18,17 @@ from scorer.throughput import ThroughputModel
 from scorer.types import JobSpec
 from scorer.units import gib
 
+if TYPE_CHECKING:
+    from scorer.gang import GangPlan
+    from scorer.network.view import NetworkView
+
 __all__ = [
     "CycleContext",
     "FilterPlugin",
     "Insufficient",
     "ModelVectors",
+    "PlanFilterPlugin",
+    "PlanScorePlugin",
     "ScorePlugin",
     "Status",
     "clamp_score",
@@ -126,6 +132,7 @@ class CycleContext:
     slots: np.ndarray  # candidate node slots
     models: ModelVectors
     spread: bool = False  # scoring a gang spread over nodes
+    network: NetworkView | None = None  # links and placed flows, for communication fit
     memo: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, compare=False)
 
     @cached_property
@@ -189,6 +196,24 @@ class ScorePlugin(Protocol):
     name: str
 
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray | float: ...
+
+
+@runtime_checkable
+class PlanFilterPlugin(Protocol):
+    """A filter that also judges a whole spread plan (nodes and GPUs of a gang)."""
+
+    name: str
+
+    def allows_plan(self, ctx: CycleContext, plan: GangPlan) -> Status: ...
+
+
+@runtime_checkable
+class PlanScorePlugin(Protocol):
+    """A score that values a whole spread plan (0..100) instead of each node."""
+
+    name: str
+
+    def score_plan(self, ctx: CycleContext, plan: GangPlan) -> float: ...
 
 
 def clamp_score(values: np.ndarray) -> np.ndarray:

@@ -89,6 +89,7 @@ def refused_result(
     refusals: dict[str, int],
     candidates: np.ndarray,
     region: str | None,
+    notes: Sequence[str] = (),
 ) -> PlacementResult:
     total = ctx.slots.shape[0]
     reasons = [f"no nodes in region {region}" if region else "no nodes"] if total == 0 else []
@@ -101,6 +102,7 @@ def refused_result(
             f"gang: {ctx.job.gpu_count} GPUs of one model within one domain are not "
             f"free now ({usable} free GPUs on {candidates.size} eligible nodes)"
         )
+    reasons.extend(notes)  # spread plans refused as a whole (e.g. communication fit)
     return PlacementResult(
         placed=False,
         refusals=refusals,

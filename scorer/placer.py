@@ -8,8 +8,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from scorer.framework import CycleContext, FilterPlugin, ModelVectors, ScorePlugin
+from scorer.framework import (
+    CycleContext,
+    FilterPlugin,
+    ModelVectors,
+    PlanFilterPlugin,
+    PlanScorePlugin,
+    ScorePlugin,
+)
 from scorer.gang import GangPlan, pick_gpus, pick_share, plan_spread
+from scorer.network.placement import region_plans
+from scorer.network.view import NetworkView
 from scorer.outcome import Pick, model_vectors, placed_result, refused_result
 from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES, build_filter, build_score
 from scorer.scores.topology import NAME as TOPOLOGY
@@ -35,6 +44,7 @@ class Placer:
         scores: Sequence[str | ScorePlugin] | None = None,
         weights: Mapping[str, float] | None = None,
         throughput: ThroughputModel | None = None,
+        network: NetworkView | None = None,
     ) -> None:
         self.state = state
         throughput = throughput or ThroughputModel(state.catalog)
@@ -46,6 +56,10 @@ class Placer:
         score_names = DEFAULT_SCORES if scores is None else scores
         self.scores = [build_score(s) if isinstance(s, str) else s for s in score_names]
         self.weight_overrides = dict(weights or {})
+        # links and placed flows; plugins that judge whole spread plans (communication fit)
+        self.network = network
+        self.plan_filters = [f for f in self.filters if isinstance(f, PlanFilterPlugin)]
+        self.plan_scores = [p for p in self.scores if isinstance(p, PlanScorePlugin)]
         self._vectors_cache: dict[tuple[object, ...], ModelVectors] = {}
         self._weights_cache: dict[tuple[object, ...], dict[str, float]] = {}
 
@@ -61,19 +75,20 @@ class Placer:
         """
         ctx, masks, refusals, candidates = self._filter(job, region)
         weights = self._weights(job)
+        notes: list[str] = []  # why spread plans were refused
         if candidates.size:
             # a gang that may spread is placed both ways; spreading pays a topology penalty,
             # so it wins only when it reaches much better GPUs than any single node offers
             options = [
                 self._place_single(ctx, candidates, weights, refusals).get(0),
-                self._place_spread(ctx, candidates, weights, refusals).get(0),
+                self._place_spread(ctx, candidates, weights, refusals, notes).get(0),
             ]
             placed = [r for r in options if r is not None]
             if placed:
                 return max(placed, key=lambda r: r.score)
         if not explain:
             return PlacementResult(placed=False, refusals=refusals)
-        return self._refused(ctx, masks, refusals, candidates, region)
+        return self._refused(ctx, masks, refusals, candidates, region, notes)
 
     def options(self, job: JobSpec, region: str | None = None) -> list[PlacementResult]:
         """The best placement now on each (region, GPU model), best first. All are scored in
@@ -90,7 +105,7 @@ class Placer:
 
         best = self._place_single(ctx, candidates, weights, refusals, group_of)
         for group, result in self._place_spread(
-            ctx, candidates, weights, refusals, group_of
+            ctx, candidates, weights, refusals, [], group_of
         ).items():
             if group not in best or result.score > best[group].score:
                 best[group] = result
@@ -100,7 +115,9 @@ class Placer:
         self, job: JobSpec, region: str | None
     ) -> tuple[CycleContext, list[tuple[FilterPlugin, np.ndarray]], dict[str, int], np.ndarray]:
         slots = self.state.slots(region)
-        ctx = CycleContext(job, self.state, self.throughput, slots, self._vectors(job))
+        ctx = CycleContext(
+            job, self.state, self.throughput, slots, self._vectors(job), network=self.network
+        )
         masks = [(f, f.filter(ctx)) for f in self.filters]
         feasible = np.ones(slots.shape[0], bool)
         refusals: dict[str, int] = {}
@@ -161,38 +178,40 @@ class Placer:
         candidates: np.ndarray,
         weights: Mapping[str, float],
         refusals: dict[str, int],
+        notes: list[str],
         group_of: GroupOf | None = None,
     ) -> dict[int, PlacementResult]:
-        """The best spread gang ({0: result}), or the best per group (groups within a model)."""
+        """The best spread gang ({0: result}), or the best per group (groups within a model);
+        `notes` collects why plan filters refused plans."""
         job = ctx.job
         if ctx.fractional or ctx.chunk >= job.gpu_count:
             return {}
         ctx = replace(ctx, spread=True, memo={})
-        node_weights = {k: v for k, v in weights.items() if k != TOPOLOGY}
+        planned = {p.name: weights.get(p.name, 0.0) for p in self.plan_scores}  # whole-plan
+        node_weights = {k: v for k, v in weights.items() if k != TOPOLOGY and k not in planned}
         w_nodes, w_topo = sum(node_weights.values()), weights.get(TOPOLOGY, 0.0)
+        w_sum = max(w_nodes + w_topo + sum(planned.values()), 1e-9)
         total, parts = self._score(ctx, candidates, node_weights)
         levels = ("rack", "zone", "region") + (("global",) if job.cross_region_ok else ())
         tp = max(1, job.tensor_parallel)
-        plans: dict[int, tuple[GangPlan, float]] = {}
+        plans: dict[int, tuple[GangPlan, float, dict[str, float]]] = {}
         groups = self.state.model[candidates] if group_of is None else group_of(candidates)
         for g in np.unique(groups):
-            member = groups == g
-            plan = plan_spread(
-                self.state, candidates[member], total[member], job.gpu_count, tp, levels
-            )
-            if plan is None:
-                continue
-            score = (plan.mean_score * w_nodes + w_topo * domain_score(plan.level)) / max(
-                w_nodes + w_topo, 1e-9
-            )
-            key = 0 if group_of is None else int(g)
-            if key not in plans or score > plans[key][1]:
-                plans[key] = (plan, score)
+            member, key = groups == g, 0 if group_of is None else int(g)
+            for plan in self._plans(ctx, candidates[member], total[member], tp, levels):
+                if not self._plan_allowed(ctx, plan, refusals, notes):
+                    continue
+                by_plan = {p.name: planned[p.name] * p.score_plan(ctx, plan) / w_sum
+                           for p in self.plan_scores if planned[p.name] > 0}  # fmt: skip
+                domain = w_topo * domain_score(plan.level)
+                score = (plan.mean_score * w_nodes + domain) / w_sum + sum(by_plan.values())
+                if key not in plans or score > plans[key][1]:
+                    plans[key] = (plan, score, by_plan)
         return {
             key: self._spread_result(
-                ctx, candidates, parts, plan, score, (w_nodes, w_topo), refusals
+                ctx, candidates, parts, plan, (score, by_plan), (w_nodes, w_topo, w_sum), refusals
             )
-            for key, (plan, score) in plans.items()
+            for key, (plan, score, by_plan) in plans.items()
         }
 
     def _spread_result(
@@ -201,23 +220,54 @@ class Placer:
         candidates: np.ndarray,
         parts: dict[str, np.ndarray],
         plan: GangPlan,
-        score: float,
-        node_topo_weights: tuple[float, float],
+        scored: tuple[float, dict[str, float]],
+        node_topo_sum: tuple[float, float, float],
         refusals: dict[str, int],
     ) -> PlacementResult:
-        w_nodes, w_topo = node_topo_weights
+        """A spread plan as a result: node scores averaged over its nodes, plus the domain
+        and the whole-plan scores (`scored`: the plan's score and its plan-plugin parts)."""
+        (score, by_plan), (w_nodes, w_topo, w_sum) = scored, node_topo_sum
         picks = [
             (s, pick_gpus(self.state, s, k), 1000)
             for s, k in zip(plan.slots, plan.gpus, strict=True)
         ]
         pos = np.searchsorted(candidates, np.asarray(plan.slots))
-        breakdown = {
-            n: float(_at(p, pos).mean()) * w_nodes / max(w_nodes + w_topo, 1e-9)
-            for n, p in parts.items()
-        }
+        breakdown = {n: float(_at(p, pos).mean()) * w_nodes / w_sum for n, p in parts.items()}
+        breakdown.update(by_plan)
         if w_topo:
-            breakdown[TOPOLOGY] = w_topo * domain_score(plan.level) / (w_nodes + w_topo)
+            breakdown[TOPOLOGY] = w_topo * domain_score(plan.level) / w_sum
         return self._result(ctx, picks, score, breakdown, refusals)
+
+    def _plans(
+        self,
+        ctx: CycleContext,
+        slots: np.ndarray,
+        scores: np.ndarray,
+        tp: int,
+        levels: tuple[str, ...],
+    ) -> list[GangPlan]:
+        """The tightest-domain plan; when that crosses regions and a plan plugin can judge
+        links, also each pair (or triple) of regions as a candidate."""
+        plan = plan_spread(self.state, slots, scores, ctx.job.gpu_count, tp, levels)
+        if plan is None or plan.level != "global" or not self.plan_scores:
+            return [] if plan is None else [plan]
+        job = ctx.job
+        return [
+            plan,
+            *region_plans(self.state, slots, scores, job.gpu_count, tp, job.model_parallel),
+        ]
+
+    def _plan_allowed(
+        self, ctx: CycleContext, plan: GangPlan, refusals: dict[str, int], notes: list[str]
+    ) -> bool:
+        for f in self.plan_filters:
+            status = f.allows_plan(ctx, plan)
+            if not status.ok:
+                refusals[f.name] = refusals.get(f.name, 0) + 1
+                if len(notes) < 4:
+                    notes.append(f"{f.name}: spread plan refused ({plan.level}): {status}")
+                return False
+        return True
 
     # ---- helpers -------------------------------------------------------------------------
     def _score(
@@ -300,8 +350,9 @@ class Placer:
         refusals: dict[str, int],
         candidates: np.ndarray,
         region: str | None,
+        notes: Sequence[str] = (),
     ) -> PlacementResult:
-        return refused_result(ctx, masks, refusals, candidates, region)
+        return refused_result(ctx, masks, refusals, candidates, region, notes)
 
 
 def _at(part: np.ndarray, idx: int | np.ndarray) -> np.ndarray:

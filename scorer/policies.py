@@ -1,6 +1,9 @@
 """Placer presets: named placement policies in one framework, for baselines and trace replay.
 
-- `gpuflow`: every filter and the heterogeneity-aware scores (the default).
+- `gpuflow`: every filter and the heterogeneity-aware scores (the default), communication
+  fit included: it judges spread and cross-region plans by their traffic over the links.
+- `netblind`: `gpuflow` without the communication filter and score: topology by domain only,
+  blind to links, their load and a job's pattern (what gpuflow did before it modelled links).
 - `first_fit` (alias `fifo`): every filter, then the first node in inventory order — blind to
   the GPU model, as a model-agnostic scheduler would be.
 - `best_fit` (alias `bestfit`): every filter, then the fullest node that fits (bin packing).
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scorer.errors import UnknownPluginError
+from scorer.network.view import NetworkView
 from scorer.placer import Placer
 from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES, build_score
 from scorer.state import ClusterState
@@ -42,10 +46,15 @@ _GAVEL_LIKE = PlacerPreset(
     scores=("compute", "bin_pack", "first_fit"),
     weights={"compute": 100.0, "bin_pack": 1.0, "first_fit": 0.01},
 )
+_NETBLIND = PlacerPreset(
+    filters=tuple(f for f in DEFAULT_FILTERS if f != "communication"),
+    scores=tuple(s for s in DEFAULT_SCORES if s != "communication"),
+)
 _FGD = PlacerPreset(scores=("fgd", "first_fit"), weights={"fgd": 100.0, "first_fit": 0.01})
 
 PRESETS: dict[str, PlacerPreset] = {
     "gpuflow": PlacerPreset(),
+    "netblind": _NETBLIND,
     "first_fit": _FIRST_FIT,
     "fifo": _FIRST_FIT,
     "best_fit": _BEST_FIT,
@@ -60,10 +69,12 @@ def make_placer(
     state: ClusterState,
     *,
     throughput: ThroughputModel | None = None,
+    network: NetworkView | None = None,
     score_args: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Placer:
-    """A Placer configured by the preset `name`; `score_args` are constructor arguments of
-    its score plugins by name (e.g. {"porting": {"penalties": {"rocm": 10}}})."""
+    """A Placer configured by the preset `name` (`network`: links and placed flows);
+    `score_args` are constructor arguments of its score plugins by name (e.g.
+    {"porting": {"penalties": {"rocm": 10}}})."""
     try:
         preset = PRESETS[name]
     except KeyError:
@@ -77,4 +88,5 @@ def make_placer(
         scores=scores,
         weights=preset.weights,
         throughput=throughput,
+        network=network,
     )

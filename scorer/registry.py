@@ -30,6 +30,7 @@ FILTERS: dict[str, Callable[..., FilterPlugin]] = {
     "host_resources": filters.HostResourcesFilter,
     "health": filters.HealthFilter,
     "capacity": filters.CapacityFilter,
+    "communication": filters.CommunicationFilter,
 }
 
 SCORES: dict[str, Callable[..., ScorePlugin]] = {
@@ -45,6 +46,7 @@ SCORES: dict[str, Callable[..., ScorePlugin]] = {
     "bin_pack": scores.BinPackScore,
     "first_fit": scores.FirstFitScore,
     "fgd": scores.FgdScore,
+    "communication": scores.CommunicationScore,
 }
 
 DEFAULT_FILTERS: tuple[str, ...] = tuple(FILTERS)
@@ -57,6 +59,7 @@ DEFAULT_SCORES: tuple[str, ...] = (
     "data_affinity",
     "fragmentation",
     "load_balance",
+    "communication",
     "porting",
 )
 

@@ -105,7 +105,9 @@ class JobSpec:
     expected_duration_s: float | None = None
     reference_gpu_model: str | None = None
     total_steps: int | None = None
-    # -- issue 16: memory model (scorer/memory.py) and software stack ------------------------
+    grad_accum_steps: int = 1  # issue 13: micro-batches per optimizer step (one all-reduce)
+    # -- issue 16: memory model (scorer/memory.py) and software stack; micro_batch and seq_len
+    # also give the network model (scorer/network/demand.py) its tokens per micro-batch
     sharding: str = ""  # NONE, ZERO1, ZERO2, ZERO3, FSDP; "" = auto (FSDP when d > 1)
     finetune: str = "FULL"  # FULL, LORA, QLORA
     optimizer: str = "ADAM"  # ADAM, ADAM_8BIT, SGD
@@ -134,6 +136,8 @@ class JobSpec:
             raise InvalidSpecError(f"job {self.job_id}: gpu_milli must be in 1..1000")
         if self.gpu_milli < 1000 and self.gpu_count != 1:
             raise InvalidSpecError(f"job {self.job_id}: a GPU share needs gpu_count 1")
+        if self.grad_accum_steps < 1:
+            raise InvalidSpecError(f"job {self.job_id}: grad_accum_steps must be >= 1")
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> JobSpec:

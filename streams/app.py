@@ -18,6 +18,7 @@ from faust.types import TP
 from infra.config import Config
 from infra.errors import ConfigError
 from infra.kafka import ensure_topics, ssl_context
+from infra.network import allocation_policy, hysteresis, network_view
 from infra.topics import (
     GRID_SIGNALS,
     JOBS_EVENTS,
@@ -30,7 +31,10 @@ from infra.topics import (
 from schemas import make_codec
 from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
 from scorer.errors import GpuflowError, UnknownPluginError
+from scorer.network import NetworkView
 from streams.activity import register_activity_page
+from streams.bandwidth import BandwidthProcessor
+from streams.bandwidth_agents import register_bandwidth
 from streams.broker_watch import BrokerWatch
 from streams.consumer_state import consumer_state, forget_offsets
 from streams.history_process import HistoryProcess
@@ -120,15 +124,17 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         for name in ("reservations", "queue", "nodes")
     }
     state = ClusterState()
+    view = network_view(config.network)  # links: config, then LinkTelemetry
     scheduler = Scheduler(
         state,
-        _placer(config, state),
+        _placer(config, state, view),
         reservations=tables["reservations"],
         queue=tables["queue"],
         nodes=tables["nodes"],
         partitions=config.kafka.partitions,
         region_order=config.kafka.regions_pinned,
         view_ttl_s=config.worker.view_ttl_s,
+        cross_region=config.network.cross_region_gangs,
         porting_penalties=config.worker.porting_penalties,
         horizon_s=config.worker.horizon_s,
     )
@@ -146,6 +152,13 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     for table in tables.values():
         table.on_recover(_async(mark_dirty))
     _register_agents(app, rt, topics)
+    bandwidth = BandwidthProcessor(
+        view,
+        policy=allocation_policy(config.network),
+        hysteresis=hysteresis(config.network),
+        partition_of=config.kafka.partitioner(),
+    )
+    register_bandwidth(app, rt, topics, bandwidth)
     _register_timers(app, rt)
     _watch_broker(app, rt)
     _register_pages(app, rt)
@@ -235,13 +248,17 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                     rt.fleet.on_grid(record)
 
 
-def _placer(config: Config, state: ClusterState) -> Placer:
+def _placer(config: Config, state: ClusterState, network: NetworkView) -> Placer:
     """The configured placer preset over this worker's state."""
     penalties = config.worker.porting_penalties
     score_args = {"porting": {"penalties": penalties}} if penalties else None
     try:
         return make_placer(
-            config.worker.policy, state, throughput=_throughput(config), score_args=score_args
+            config.worker.policy,
+            state,
+            throughput=_throughput(config),
+            network=network,
+            score_args=score_args,
         )
     except UnknownPluginError as exc:
         raise ConfigError(f"worker.policy: {exc}") from exc

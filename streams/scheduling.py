@@ -24,7 +24,9 @@ from typing import Any
 
 from infra.jobspec import job_problems
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
-from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank_regions
+from scorer import ClusterState, JobSpec, PlacementResult, Placer, ReservationError, rank_regions
+from scorer.network import job_flows
+from streams.bandwidth import flow_records, flows_from_records
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
 from streams.horizon import DecidedJobs, ReleasedLog
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
@@ -56,6 +58,7 @@ class Scheduler:
         region_order: Sequence[str] = (),
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
+        cross_region: bool = False,
         porting_penalties: Mapping[str, float] | None = None,
         horizon_s: float = 600.0,
     ) -> None:
@@ -74,6 +77,10 @@ class Scheduler:
         self.remote_views = remote_views
         self.porting_penalties = dict(porting_penalties or {})  # the router's, as the placer's
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
+        # gangs that fit no region may span the regions this worker holds (one worker only:
+        # a reservation lives in its anchor region's changelog); placed flows go to the view
+        self.cross_region = cross_region
+        self.network = placer.network
 
     # -- recovery -----------------------------------------------------------------------------
 
@@ -94,6 +101,8 @@ class Scheduler:
         only owned regions' placements are restored from the log.
         """
         self.forget_unowned(owns)
+        if self.network is not None:
+            self.network.clear()  # re-noted below from the reservations still held
         for job_id in list(self.state.jobs):
             self.state.release(job_id)
         for record in self.nodes.values():
@@ -110,6 +119,7 @@ class Scheduler:
                 self.released.add(entry["region"], [job_id])
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
+                self._note_flows(job_id, entry.get("flows"))
             else:
                 self.released.add(entry["region"], [job_id])
         for job_id, decision in logged.items():
@@ -256,7 +266,13 @@ class Scheduler:
             return []
         if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
             return []  # a replay: this job was already forwarded past this region
-        result = self.placer.place(job_spec(job), region, explain=self._explain(routed))
+        spec = job_spec(job)
+        explain = self._explain(routed)
+        result = self.placer.place(spec, region, explain=explain)
+        if not result.placed and self.cross_region and spec.cross_region_ok and spec.gpu_count > 1:
+            wide = self.placer.place(spec, None, explain=explain)  # over the regions held here
+            if wide.placed or (result.never_fits and not wide.never_fits):
+                result = wide  # placed, or: queue it, it fits once links or GPUs free
         if result.placed:
             placed = self._commit(routed, result, started_ns)
             if placed is not None:
@@ -299,6 +315,7 @@ class Scheduler:
             "assignments": record["assignments"],
             "gpu_model": record["gpu_model"],
             "released": False,
+            "flows": self._placed_flows(job_spec(job), result),
             "placed_ts": record["ts"],
         }
         self.queue.pop(job_id, None)
@@ -444,6 +461,8 @@ class Scheduler:
             return []
         self.state.release(job_id)
         self.reservations[job_id] = {**entry, "released": True}
+        if self.network is not None:
+            self.network.note_released(job_id)
         # on the region's own event, so the deletes land in its changelog partition
         self.released.add(entry["region"], [job_id])
         self.released.forget(entry["region"], self.reservations)
@@ -485,6 +504,27 @@ class Scheduler:
         held = self.state.jobs
         self.final.prune(keep=lambda job_id: job_id in held)
         return [msg for region in regions for msg in self.retry_queue(region)]
+
+    # -- network ------------------------------------------------------------------------------
+
+    def _placed_flows(self, spec: JobSpec, result: PlacementResult) -> list[dict[str, Any]]:
+        """A placed job's cross-region flows, noted in the network view (for the placer's
+        link estimates and the bandwidth processor) and returned for the reservation table."""
+        if self.network is None:
+            return []
+        flows = job_flows(spec, self.state, result.assignments, self.network.settings)
+        self.network.note_placed(spec.job_id, flows)
+        return flow_records(flows)
+
+    def _note_flows(self, job_id: str, records: Any) -> None:
+        if self.network is not None and records:
+            self.network.note_placed(job_id, flows_from_records(records))
+
+    def running_flows(self) -> dict[str, Any]:
+        """Flows of the jobs the reservation table says still hold GPUs."""
+        if self.network is None:
+            return {}
+        return {j: self.network.flows(j) for j in self.state.jobs if self.network.flows(j)}
 
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)

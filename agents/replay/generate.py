@@ -178,6 +178,16 @@ JOB_HEADER = (
     "cpu_milli",
     "memory_mib",
 )
+COMM_HEADER = (  # written when a job has a communication shape (docs/traces.md)
+    "params_b",
+    "precision",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "grad_accum_steps",
+    "micro_batch",
+    "seq_len",
+    "cross_region_ok",
+)
 
 
 def _write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
@@ -200,13 +210,15 @@ def write_nodes(path: str | Path, nodes: Sequence[TraceNode]) -> None:
 
 
 def write_jobs(path: str | Path, jobs: Sequence[TraceJob]) -> None:
+    comm = any(j.params_b > 0 for j in jobs)
     _write_csv(
         path,
-        JOB_HEADER,
+        JOB_HEADER + (COMM_HEADER if comm else ()),
         (
             (j.job_id, f"{j.submit_s:g}", j.num_gpus, f"{j.duration_s:g}", j.gpu_milli,
              "|".join(j.gpu_models), j.job_type, j.reference_model or "", j.priority, j.tenant,
              j.cpu_milli, j.memory_mib)
+            + (tuple(getattr(j, c) for c in COMM_HEADER) if comm else ())
             for j in jobs
         ),
     )  # fmt: skip

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 from agents.replay.csvio import Row, positive, read_rows, to_bool, to_float, to_int, to_list
 from agents.replay.errors import TraceError
 from scorer import Catalog, ThroughputModel, default_catalog
+from scorer.network import Link
+from scorer.types import PRECISIONS
 
 __all__ = [
     "Trace",
@@ -68,6 +70,15 @@ class TraceJob:
     allowed_regions: tuple[str, ...] = ()
     kind: str = "TRAINING"
     checkpoint_interval_s: int = 0
+    # communication shape (issue 13): what the network model reads (docs/network.md)
+    params_b: float = 0.0
+    precision: str = "FP32"
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    grad_accum_steps: int = 1
+    micro_batch: int = 0
+    seq_len: int = 0
+    cross_region_ok: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,7 @@ class Trace:
     nodes: tuple[TraceNode, ...]
     jobs: tuple[TraceJob, ...]  # sorted by submit time, then file order
     throughput: ThroughputModel | None = None
+    links: tuple[Link, ...] = ()  # inter-region links (links.csv), for the network model
 
     @property
     def total_gpus(self) -> int:
@@ -170,7 +182,29 @@ def _job(row: Row, catalog: Catalog) -> TraceJob:
         reference_model=_checked_model(row, "reference_model", ref, catalog) if ref else None,
         data_region=row.get("data_region") or None,
         allowed_regions=to_list(row.get("allowed_regions")),
+        **_comm_fields(row),
     )
+
+
+def _precision(raw: str) -> str:
+    if raw.upper() not in PRECISIONS:
+        raise ValueError(f"expected one of {', '.join(PRECISIONS)}")
+    return raw.upper()
+
+
+def _comm_fields(row: Row) -> dict[str, Any]:
+    """The communication shape columns (all optional)."""
+    count = positive(to_int)
+    return {
+        "params_b": row.parse("params_b", positive(to_float, strict=False), 0.0),
+        "precision": row.parse("precision", _precision, "FP32"),
+        "tensor_parallel": row.parse("tensor_parallel", count, 1),
+        "pipeline_parallel": row.parse("pipeline_parallel", count, 1),
+        "grad_accum_steps": row.parse("grad_accum_steps", count, 1),
+        "micro_batch": row.parse("micro_batch", positive(to_int, strict=False), 0),
+        "seq_len": row.parse("seq_len", positive(to_int, strict=False), 0),
+        "cross_region_ok": row.parse("cross_region_ok", to_bool, False),
+    }
 
 
 def _checked_model(row: Row, column: str, name: str, catalog: Catalog) -> str:
@@ -221,10 +255,14 @@ def load_trace(
     jobs: str | Path,
     throughputs: str | Path | None = None,
     catalog: Catalog | None = None,
+    links: str | Path | None = None,
 ) -> Trace:
+    from agents.replay.network import load_links  # the network model's own input
+
     catalog = catalog or default_catalog()
     model = load_throughputs(throughputs, catalog) if throughputs else None
-    return Trace(load_nodes(nodes, catalog), load_jobs(jobs, catalog), model)
+    found = load_links(links) if links else ()
+    return Trace(load_nodes(nodes, catalog), load_jobs(jobs, catalog), model, found)
 
 
 def job_record(job: TraceJob, ts_ms: int) -> dict[str, Any]:
@@ -248,6 +286,15 @@ def job_record(job: TraceJob, ts_ms: int) -> dict[str, Any]:
         "checkpoint_interval_s": job.checkpoint_interval_s,
         "expected_duration_s": float(job.duration_s),
         "reference_gpu_model": job.reference_model,
+        "params_b": job.params_b,
+        "precision": job.precision,
+        "tensor_parallel": job.tensor_parallel,
+        "pipeline_parallel": job.pipeline_parallel,
+        "data_parallel": max(1, job.num_gpus // (job.tensor_parallel * job.pipeline_parallel)),
+        "grad_accum_steps": job.grad_accum_steps,
+        "micro_batch": job.micro_batch,
+        "seq_len": job.seq_len,
+        "cross_region_ok": job.cross_region_ok,
     }
     return record
 

@@ -13,6 +13,11 @@ spread over nodes uses the measured consolidated=0 figure when the table has it,
 host CPU and host memory are capacity and never exceeded: a placement beyond the free GPUs is a
 fault (TwinError); one whose node lacks free host CPU or memory (the scheduler checks those
 against node size only) holds its GPUs and starts when they free up.
+
+With a network model (`TwinConfig.network`, agents/replay/network.py) a modelled training
+job's rate carries its communication at the bandwidth it is granted instead of the spread
+penalty; when the jobs sharing a link change, the twin re-rates the others mid-segment
+(`rate_log` keeps the work done at each rate, so checkpoints and migrations stay exact).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from agents.replay.errors import TwinError
+from agents.replay.network import TwinNetwork
 from agents.replay.trace import TraceJob, TraceNode, job_record
 from scorer import JobSpec, ThroughputModel
 
@@ -37,6 +43,7 @@ class TwinConfig:
     checkpoint_interval_s: float = 1800.0  # when the job declares none
     restore_s: float = 60.0  # reload a checkpoint on resume or after a migration
     spread_penalty: float = 0.7  # multi-node gang speed factor when no consolidated=0 figure
+    network: TwinNetwork | None = None  # links and quotas; None: spread_penalty only
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,7 @@ class JobRun:
     cost: float = 0.0
     energy_kwh: float = 0.0
     model_seconds: dict[str, float] = field(default_factory=dict)
+    rate_log: list[tuple[float, float, float]] = field(default_factory=list)  # since, work, rate
 
     @property
     def running(self) -> bool:
@@ -80,6 +88,9 @@ class JobRun:
 
     @property
     def finish_at(self) -> float:
+        if self.rate_log:  # re-rated: from the last change on
+            since, work, rate = self.rate_log[-1]
+            return since + (self.job.duration_s - self.done - work) / rate
         return self.segment_start + self.restore + (self.job.duration_s - self.done) / self.rate
 
 
@@ -136,12 +147,14 @@ class Twin:
             return math.inf
         self._apply_host(run.job, slices, -1)
         self._begin(run, at)
+        self._renetwork(at)
         return run.finish_at
 
     def _begin(self, run: JobRun, at: float) -> None:
         run.blocked = False
         run.restore = self.config.restore_s if run.done > 0 else 0.0
         run.segment_start = at
+        run.rate_log = []
         run.epoch += 1
         if run.first_start_s is None:
             run.first_start_s = at
@@ -159,7 +172,7 @@ class Twin:
         interval = run.job.checkpoint_interval_s or self.config.checkpoint_interval_s
         computed = self._computed(run, at)
         kept = math.floor(computed / interval) * interval if interval > 0 else 0.0
-        self._stop(run, at, progress=kept * run.rate)
+        self._stop(run, at, progress=self._work(run, run.segment_start + run.restore + kept))
         run.preemptions += 1
         return run.done
 
@@ -167,8 +180,7 @@ class Twin:
         """Checkpoint, move to `slices` and resume there after the restore cost."""
         self._advance(at)
         run = self._running(job_id)
-        computed = self._computed(run, at)
-        self._stop(run, at, progress=computed * run.rate)
+        self._stop(run, at, progress=self._work(run, at))
         run.migrations += 1
         return self.start(job_id, slices, at)
 
@@ -202,12 +214,52 @@ class Twin:
         if not run.running:
             return run.done
         t = self.now if at is None else at
-        return run.done + self._computed(run, t) * run.rate
+        return run.done + self._work(run, t)
 
     @staticmethod
     def _computed(run: JobRun, at: float) -> float:
         """Seconds of compute in the current segment (none while blocked or restoring)."""
         return 0.0 if run.blocked else max(0.0, at - run.segment_start - run.restore)
+
+    @classmethod
+    def _work(cls, run: JobRun, at: float) -> float:
+        """Work done in the current segment by `at`, across its rate changes."""
+        if run.blocked or not run.rate_log:
+            return cls._computed(run, at) * run.rate
+        for since, work, rate in reversed(run.rate_log):
+            if at >= since:
+                return work + (at - since) * rate
+        return cls._computed(run, at) * run.rate_log[0][2]
+
+    def _renetwork(self, at: float) -> None:
+        """The jobs on the links changed: re-rate those whose share moved."""
+        network = self.config.network
+        if network is None:
+            return
+        running = {
+            r.job.job_id: (JobSpec.from_record(job_record(r.job, 0)), r.gpu_model or "", _gpus(r))
+            for r in self.running_jobs()
+            if not r.blocked
+        }
+        for job_id in network.update(running):
+            run = self.runs[job_id]
+            if run.running and not run.blocked:
+                self._rerate(run, self.rate(run.job, run.slices), at)
+
+    def _rerate(self, run: JobRun, rate: float, at: float) -> None:
+        start = run.segment_start + run.restore
+        since = max(at, start)
+        if not run.rate_log:
+            run.rate_log.append((start, 0.0, run.rate))
+        entry = (since, self._work(run, since), rate)
+        if run.rate_log[-1][0] >= since:
+            run.rate_log[-1] = entry
+        else:
+            run.rate_log.append(entry)
+        run.rate = rate
+        run.epoch += 1
+        self._seq += 1
+        heapq.heappush(self._finishes, (run.finish_at, self._seq, run.job.job_id, run.epoch))
 
     @property
     def alloc_rate(self) -> float:
@@ -223,7 +275,10 @@ class Twin:
         model = self.nodes[slices[0].node_id].gpu_model
         spread = len({s.node_id for s in slices}) > 1
         speed = self.throughput.relative_speed(spec, model, consolidated=True)
-        if spread:
+        network = self.config.network
+        if network is not None and network.models(spec, model):
+            speed *= network.factor(job.job_id)  # communication at its granted bandwidth
+        elif spread:
             speed *= self.spread_factor(job, model)
         perf = float(np.mean([self.perf[s.node_id] for s in slices]))
         if speed * perf <= 0:
@@ -317,6 +372,7 @@ class Twin:
             self._apply_host(run.job, run.slices, +1)
         run.slices, run.blocked = (), False
         self._unblock(at)
+        self._renetwork(at)
 
     def _account(self, run: JobRun, until: float) -> None:
         held_s = max(0.0, until - run.accounted_s)
@@ -338,6 +394,13 @@ class Twin:
         if at < self.now - 1e-9:
             raise TwinError(f"the clock cannot go back: {at} < {self.now}")
         self.now = max(self.now, at)
+
+
+def _gpus(run: JobRun) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in run.slices:
+        out[s.node_id] = out.get(s.node_id, 0) + len(s.gpu_indices)
+    return out
 
 
 def slices_from(assignments: Iterable[Mapping[str, Any]]) -> tuple[Slice, ...]:

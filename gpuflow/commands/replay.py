@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from rich.progress import (
 from rich.table import Table
 
 from agents.replay.adapters import load_gavel_trace, load_philly_trace
+from agents.replay.network import load_links
 from agents.replay.trace import Trace, load_nodes, load_throughputs, load_trace
 from gpuflow.commands.common import fail
 from gpuflow.replay.engine import ReplayResult
@@ -26,6 +28,7 @@ from gpuflow.replay.run import replay_policy, write_outputs
 from gpuflow.replay.summary import summarize
 from scorer import GAVEL_CSV
 from scorer.errors import GpuflowError
+from scorer.network import MODES
 
 __all__ = ["replay"]
 
@@ -77,7 +80,12 @@ def _advance(bar: Progress, task: TaskID) -> Callable[[int, int], None]:
 
 
 def _run_all(
-    trace: Trace, policies: list[str], engine: str, arrivals_only: bool, console: Console
+    trace: Trace,
+    policies: list[str],
+    engine: str,
+    arrivals_only: bool,
+    console: Console,
+    quotas: str = "elastic",
 ) -> tuple[dict[str, ReplayResult], dict[str, dict[str, Any]]]:
     results: dict[str, ReplayResult] = {}
     summaries: dict[str, dict[str, Any]] = {}
@@ -92,6 +100,7 @@ def _run_all(
                 engine=engine,
                 arrivals_only=arrivals_only,
                 progress=_advance(bar, task),
+                quotas=quotas,
             )
             results[name] = result
             summaries[name] = summarize(result, policy=name, engine=engine)
@@ -123,13 +132,24 @@ def replay(
     out: Annotated[Path, typer.Option(help="Directory for summary.json and plots.")] = Path(
         "replay-out"
     ),
+    links: Annotated[
+        Path | None,
+        typer.Option(help="links.csv: inter-region links; the twin then models communication."),
+    ] = None,
+    quotas: Annotated[
+        str, typer.Option(help="With --links: elastic (water-filling by phase) or equal shares.")
+    ] = "elastic",
 ) -> None:
     """Replay a trace on the digital twin; write DIR/summary.json, jct_cdf.png, allocation.png."""
     policies = [p.strip() for p in (compare or policy).split(",") if p.strip()]
     console = Console()
     try:
         trace = _load(nodes, jobs, throughputs, jobs_format)
-        results, summaries = _run_all(trace, policies, engine, arrivals_only, console)
+        if links is not None:
+            trace = dataclasses.replace(trace, links=load_links(links))
+        if quotas not in MODES:
+            raise fail(f"--quotas must be one of {', '.join(MODES)}, not {quotas!r}")
+        results, summaries = _run_all(trace, policies, engine, arrivals_only, console, quotas)
         write_outputs(out, results, summaries)
     except GpuflowError as exc:
         raise fail(str(exc)) from None

@@ -13,6 +13,7 @@ from typing import Any
 from gpuflow.replay.engine import Decided
 from infra.topics import JOBS_ROUTED, TOPICS
 from scorer import ClusterState, ThroughputModel, make_placer
+from scorer.network import NetworkView
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
@@ -23,13 +24,22 @@ DECISION_TOPICS = frozenset(t.name for t in TOPICS if t.name.startswith("gpuflow
 
 class InProcessDecider:
     def __init__(
-        self, policy: str, throughput: ThroughputModel | None = None, partitions: int = 4
+        self,
+        policy: str,
+        throughput: ThroughputModel | None = None,
+        partitions: int = 4,
+        *,
+        network: NetworkView | None = None,
+        cross_region: bool = False,
     ) -> None:
+        """`network`: links and placed flows for the placer; `cross_region`: gangs that fit no
+        region may span several (this decider holds every region, like a single worker)."""
         state = ClusterState()
-        placer = make_placer(policy, state, throughput=throughput)
+        placer = make_placer(policy, state, throughput=throughput, network=network)
         self.scheduler = Scheduler(
-            state, placer, reservations={}, queue={}, nodes={}, partitions=partitions, view_ttl_s=0
-        )
+            state, placer, reservations={}, queue={}, nodes={}, partitions=partitions,
+            view_ttl_s=0, cross_region=cross_region,
+        )  # fmt: skip
 
     def setup(self, nodes: Sequence[Mapping[str, Any]]) -> None:
         for record in nodes:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agents.replay.network import NetworkTwinConfig, TwinNetwork
 from agents.replay.trace import Trace
 from agents.replay.twin import TwinConfig
 from gpuflow.replay.engine import Decider, Progress, ReplayResult, run_replay
@@ -14,6 +15,7 @@ from gpuflow.replay.inprocess import InProcessDecider
 from gpuflow.replay.plots import plot_allocation, plot_jct_cdf
 from scorer import PRESETS
 from scorer.errors import UnknownPluginError
+from scorer.network import LinkGraph, NetworkView
 
 __all__ = ["ENGINES", "replay_policy", "write_outputs"]
 
@@ -24,8 +26,11 @@ def _decider(trace: Trace, policy: str, engine: str) -> Decider:
     if policy not in PRESETS:
         known = ", ".join(sorted(PRESETS))
         raise UnknownPluginError(f"no policy {policy!r} (known: {known})")
-    if engine == "inprocess":
-        return InProcessDecider(policy, trace.throughput)
+    if engine == "inprocess":  # with links: network-aware placement, cross-region gangs
+        view = NetworkView(LinkGraph(trace.links)) if trace.links else None
+        return InProcessDecider(
+            policy, trace.throughput, network=view, cross_region=bool(trace.links)
+        )
     if engine == "stream":
         from gpuflow.replay.stream import StreamDecider  # needs the broker and a worker
 
@@ -42,8 +47,14 @@ def replay_policy(
     twin_config: TwinConfig | None = None,
     progress: Progress | None = None,
     tick_s: float | None = None,
+    quotas: str = "elastic",
 ) -> ReplayResult:
+    """Replay one policy. A trace with links gets a network twin whose quotas are `quotas`
+    (elastic or equal) unless `twin_config` says otherwise."""
     decider = _decider(trace, policy, engine)
+    if trace.links and twin_config is None:
+        network = TwinNetwork.for_trace(trace, NetworkTwinConfig(mode=quotas))
+        twin_config = TwinConfig(network=network)
     try:
         return run_replay(
             trace,

@@ -8,6 +8,7 @@ exact unless a redelivery after a crash re-inserted rows the sink could not reco
 from __future__ import annotations
 
 __all__ = [
+    "BUSIEST_LINKS_BY_HOUR",
     "CARBON_BY_REGION",
     "DECISION_LATENCY",
     "DECISION_LATENCY_1M",
@@ -168,6 +169,43 @@ FROM realized
 GROUP BY region, gpu_model, model
 ORDER BY region, gpu_model, model"""
 
+BUSIEST_LINKS_BY_HOUR = """\
+WITH quota AS (
+    SELECT link_id, job_id, tenant, ts, gbps,
+        least(valid_until_ts, leadInFrame(ts, 1, valid_until_ts) OVER (
+            PARTITION BY job_id, link_id ORDER BY ts
+            ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)) AS until
+    FROM bandwidth_quotas FINAL
+), used AS (
+    SELECT toStartOfHour(ts) AS hour, link_id, job_id, any(tenant) AS tenant,
+        sum(gbps * greatest(0, dateDiff('millisecond', ts, until))) / 1000 / 8 AS gb
+    FROM quota
+    GROUP BY hour, link_id, job_id
+    HAVING gb > 0
+), granted AS (
+    SELECT hour, link_id, sum(gb) AS granted_gb,
+        arraySlice(arrayReverseSort(u -> u.3, groupArray((job_id, tenant, round(gb, 3)))), 1, 3)
+            AS top_users
+    FROM used
+    GROUP BY hour, link_id
+), link AS (
+    SELECT toStartOfHour(ts) AS hour, link_id, avg(capacity_gbps) AS link_gbps,
+        avg(used_gbps) AS cross_gbps
+    FROM link_telemetry FINAL
+    GROUP BY hour, link_id
+)
+SELECT l.hour AS hour, l.link_id AS link_id,
+    round(l.link_gbps, 2) AS capacity_gbps,
+    round(100 * l.cross_gbps / l.link_gbps, 2) AS cross_traffic_pct,
+    round(g.granted_gb, 3) AS granted_gb,
+    round(100 * g.granted_gb * 8 / (l.link_gbps * 3600), 2) AS granted_pct,
+    round(100 * l.cross_gbps / l.link_gbps + 100 * g.granted_gb * 8 / (l.link_gbps * 3600), 2)
+        AS busy_pct,
+    g.top_users AS top_users
+FROM link AS l
+LEFT JOIN granted AS g ON l.hour = g.hour AND l.link_id = g.link_id
+ORDER BY hour, busy_pct DESC, link_id"""
+
 QUERIES: dict[str, str] = {
     "utilisation_by_region_model": UTILISATION_BY_REGION_MODEL,
     "free_capacity_and_queue_1m": FREE_CAPACITY_AND_QUEUE_1M,
@@ -178,4 +216,5 @@ QUERIES: dict[str, str] = {
     "carbon_by_region": CARBON_BY_REGION,
     "preemptions_and_migrations": PREEMPTIONS_AND_MIGRATIONS,
     "forecast_error": FORECAST_ERROR,
+    "busiest_links_by_hour": BUSIEST_LINKS_BY_HOUR,
 }

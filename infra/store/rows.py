@@ -235,9 +235,26 @@ def _migration(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     ]
 
 
+_QUOTA_EXTRA = {
+    "src_region": "",
+    "dst_region": "",
+    "tenant": "",
+    "demand_gbps": 0.0,
+    "weight": 1.0,
+    "capacity_gbps": 0.0,
+    "reason": "",
+}
+
+
 def _bandwidth(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     row = _copy("job_id", "link_id", "gbps", "phase")(rec, ctx)[0]
-    return [row | {"valid_until_ts": _ms(rec["valid_until_ts"])}]
+    extra = {k: rec.get(k, default) for k, default in _QUOTA_EXTRA.items()}
+    return [row | extra | {"valid_until_ts": _ms(rec["valid_until_ts"])}]
+
+
+def _link(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
+    row = _copy("link_id", "src_region", "dst_region", "rtt_ms", "capacity_gbps", "used_gbps")
+    return [row(rec, ctx)[0] | {"loss_pct": rec.get("loss_pct", 0.0)}]
 
 
 def _forecast(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
@@ -263,10 +280,7 @@ Converter = Callable[[Mapping[str, Any], RowContext], list[Row]]
 CONVERTERS: dict[str, tuple[str, Converter]] = {
     "NodeInventory": ("node_inventory", _inventory),
     "NodeTelemetry": ("node_telemetry", _telemetry),
-    "LinkTelemetry": (
-        "link_telemetry",
-        _copy("link_id", "src_region", "dst_region", "rtt_ms", "capacity_gbps", "used_gbps"),
-    ),
+    "LinkTelemetry": ("link_telemetry", _link),
     "GridSignal": (
         "grid_signals",
         _copy("region", "price_per_kwh", "carbon_g_per_kwh", "renewable_share"),

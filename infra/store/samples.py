@@ -108,6 +108,7 @@ def link_telemetry(src: str, dst: str, ts: int, *, used: float = 10.0) -> Record
         "rtt_ms": 40.0,
         "capacity_gbps": 100.0,
         "used_gbps": used,
+        "loss_pct": 0.0,
     }
 
 
@@ -152,6 +153,9 @@ def job_submitted(
         "expected_duration_s": 3600.0,
         "reference_gpu_model": None,
         "total_steps": None,
+        "grad_accum_steps": 1,
+        "micro_batch": 0,
+        "seq_len": 0,
     }
 
 
@@ -277,6 +281,13 @@ def bandwidth_quota(job_id: str, link_id: str, ts: int, *, gbps: float = 10.0) -
         "gbps": gbps,
         "valid_until_ts": ts + 60_000,
         "phase": "COMM",
+        "src_region": link_id.partition(">")[0],
+        "dst_region": link_id.partition(">")[2],
+        "tenant": "a",
+        "demand_gbps": gbps,
+        "weight": 1.0,
+        "capacity_gbps": 100.0,
+        "reason": "new",
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scorer.filters.capacity import CapacityFilter
+from scorer.filters.communication import CommunicationFilter
 from scorer.filters.gpu_model import GpuModelFilter
 from scorer.filters.health import HealthFilter
 from scorer.filters.host_resources import HostResourcesFilter
@@ -14,6 +15,7 @@ from scorer.filters.software_stack import SoftwareStackFilter
 
 __all__ = [
     "CapacityFilter",
+    "CommunicationFilter",
     "GpuModelFilter",
     "HealthFilter",
     "HostResourcesFilter",

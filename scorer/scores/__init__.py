@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scorer.scores.bin_pack import BinPackScore
 from scorer.scores.carbon import CarbonScore
+from scorer.scores.communication import CommunicationScore
 from scorer.scores.compute import ComputeScore
 from scorer.scores.cost import CostScore
 from scorer.scores.data_affinity import DataAffinityScore
@@ -18,6 +19,7 @@ from scorer.scores.topology import TopologyScore
 __all__ = [
     "BinPackScore",
     "CarbonScore",
+    "CommunicationScore",
     "ComputeScore",
     "CostScore",
     "DataAffinityScore",

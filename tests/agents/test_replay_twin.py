@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ def job(job_id: str, gpus: int = 1, duration: float = 3600.0, **kw: object) -> T
     return TraceJob(job_id, 0.0, gpus, duration, job_type="bert", reference_model="V100-16", **kw)  # type: ignore[arg-type]
 
 
-def twin(*nodes: TraceNode, **cfg: float) -> Twin:
+def twin(*nodes: TraceNode, **cfg: Any) -> Twin:
     return Twin(
         nodes or (node("v1"), node("k1", "K80")), ThroughputModel(measured=TABLE), TwinConfig(**cfg)
     )

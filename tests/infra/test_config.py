@@ -274,3 +274,30 @@ def test_kafka_repr_hides_secret_client_settings() -> None:
         assert "alice" in text and "registry:8081" in text
     # only the repr is redacted: clients still get the real values
     assert config.kafka.client_conf()["sasl.password"] == "hunter2"
+
+
+def test_network_section_and_links_file(tmp_path: Path) -> None:
+    from infra.network import allocation_policy, hysteresis, load_links, network_view
+
+    links = tmp_path / "links.yaml"
+    links.write_text(
+        "links:\n  - {src: a, dst: b, rtt_ms: 40, capacity_gbps: 100, cost_per_gb: 0.02,"
+        " both_ways: true}\n  - {src: b, dst: c, rtt_ms: 70, capacity_gbps: 10}\n"
+    )
+    config = load_config(
+        env={"GPUFLOW_NETWORK_LINKS_FILE": str(links), "GPUFLOW_NETWORK_ROUND_S": "0.25",
+             "GPUFLOW_NETWORK_CROSS_REGION_GANGS": "true"},
+    )  # fmt: skip
+    assert config.network.round_s == 0.25 and config.network.cross_region_gangs
+    assert load_config(env=config_env(config)).network == config.network
+    view = network_view(config.network)
+    assert sorted(view.graph.links) == ["a>b", "b>a", "b>c"]
+    assert view.graph.link("b>a").cost_per_gb == 0.02
+    assert allocation_policy(config.network).mode == "elastic"
+    assert hysteresis(config.network).ttl_s == 30.0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("links:\n  - {src: a, dst: b, rtt_ms: 40, capacity_gbps: -1}\n")
+    with pytest.raises(ConfigError, match=r"links\[0\]\.capacity_gbps"):
+        load_links(bad)
+    with pytest.raises(ConfigError, match=r"network\.policy"):
+        allocation_policy(load_config(env={}, network={"policy": "greedy"}).network)

@@ -153,6 +153,10 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({"cpu_milli": -1}, "cpu_milli"),
     ({"memory_mib": -1}, "memory_mib"),
     ({"expected_duration_s": 0}, "expected_duration_s"),
+    # communication shape (issue 13)
+    ({"grad_accum_steps": 0}, "grad_accum_steps"),
+    ({"grad_accum_steps": "many"}, "grad_accum_steps"),
+    ({"seq_len": -2048}, "seq_len"),
     ({"sharding": "zero4"}, "sharding"),
     ({"finetune": "dora"}, "finetune"),
     ({"optimizer": "lion"}, "optimizer"),
@@ -169,6 +173,19 @@ def test_a_decoded_record_with_bad_memory_fields_lists_them() -> None:
         "seq_len",
         "software_stack",
     ]
+
+
+def test_communication_shape_round_trips_to_the_scorer() -> None:
+    from scorer import JobSpec
+
+    record = job_record(
+        {"job_id": "j", "kind": "training", "gpu_count": 16, "grad_accum_steps": "32",
+         "micro_batch": 2, "seq_len": 4096},
+        now_ms=NOW,
+    )  # fmt: skip
+    spec = JobSpec.from_record(record)
+    assert (spec.grad_accum_steps, spec.micro_batch, spec.seq_len) == (32, 2, 4096)
+    assert JobSpec.from_record(job_record({"job_id": "k"}, now_ms=NOW)).grad_accum_steps == 1
 
 
 @pytest.mark.parametrize(("spec", "field"), INVALID)

@@ -37,11 +37,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 def test_migrations_are_recorded_and_idempotent(store: Store) -> None:
     versions = {m.version for m in load_migrations()}
-    assert applied_versions(store) == versions == {1, 2}
+    assert applied_versions(store) == versions == {1, 2, 13}
     assert apply_migrations(store) == []  # second start: nothing to do
     assert apply_migrations(store) == []
     rows = store.query("SELECT version, name FROM schema_migrations FINAL ORDER BY version")
-    assert rows.rows == ((1, "events"), (2, "rollups"))
+    assert rows.rows == ((1, "events"), (2, "rollups"), (13, "network"))
 
 
 def test_every_event_converts_and_inserts(store: Store) -> None:

@@ -136,3 +136,15 @@ def test_records_of_a_previous_version_decode_with_defaults() -> None:
 
 def _defaults(schema: dict[str, Any]) -> dict[str, Any]:
     return {f["name"]: f["default"] for f in schema["fields"] if "default" in f}
+
+
+def test_a_job_written_before_the_network_fields_decodes_with_their_defaults() -> None:
+    # issue 13 added grad_accum_steps; a JobSubmitted of the version before still decodes
+    old = json.loads((PREVIOUS / "JobSubmitted.ef9440f3431f684a.avsc").read_text())
+    assert "grad_accum_steps" not in {f["name"] for f in old["fields"]}
+    library = avro.schema.parse(json.dumps(old))
+    record = {"event_id": "e", "ts": datetime(2025, 1, 1, tzinfo=UTC), "job_id": "old-2"}
+    record = {**_defaults(old), **record, "micro_batch": 2, "seq_len": 4096}
+    name, decoded = SingleObjectCodec().decode(avro_encode(library, record))
+    assert name == "JobSubmitted" and decoded["job_id"] == "old-2"
+    assert (decoded["grad_accum_steps"], decoded["micro_batch"], decoded["seq_len"]) == (1, 2, 4096)
