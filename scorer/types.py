@@ -82,6 +82,7 @@ class JobSpec:
     expected_duration_s: float | None = None
     reference_gpu_model: str | None = None
     total_steps: int | None = None
+    priority_class: str | None = None  # tenancy: a named class (scorer.tenancy.classes)
 
     def __post_init__(self) -> None:
         _freeze(self, "allowed_gpu_models", tuple(self.allowed_gpu_models))
