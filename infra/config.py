@@ -116,6 +116,9 @@ class WorkerConfig:
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
+    # tenancy: tenants, quotas, priority classes, preemption, backfill, protection (YAML,
+    # docs/tenancy.md), reloaded when it changes; empty: built-in classes, no quotas
+    policy_file: str = ""
     log_level: str = "warning"
 
 

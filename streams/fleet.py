@@ -11,7 +11,9 @@ from typing import Any
 from infra.topics import DECISIONS_MIGRATION, REGION_STATE
 from streams.convert import assignment_records, node_spec
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
+from streams.protection import CORDON_KEY, Protection
 from streams.scheduling import Scheduler
+from streams.tenancy import HOLD
 
 __all__ = ["FleetTracker"]
 
@@ -38,10 +40,12 @@ class FleetTracker:
         self._carbon: dict[str, float] = {}
         self._last_retry: dict[str, float] = {}
         self.retry_every_s = 1.0
+        self.protection = Protection(scheduler, scheduler.tenancy.policy.protection)
 
     def on_inventory(self, record: Mapping[str, Any]) -> list[Outgoing]:
         node_id = record["node_id"]
-        self.s.nodes[node_id] = dict(record)
+        cordon = (self.s.nodes.get(node_id) or {}).get(CORDON_KEY)
+        self.s.nodes[node_id] = dict(record) | ({CORDON_KEY: cordon} if cordon else {})
         self.s.state.upsert_node(node_spec(record))
         self.s.last_seen[node_id] = time.monotonic()
         return self.s.retry_queue(record["region"]) if self.s.queued_in(record["region"]) else []
@@ -57,12 +61,13 @@ class FleetTracker:
         state = self.s.state
         if gpus:
             self._apply_gpus(node_id, gpus)
-        state.set_node_healthy(node_id, bool(record.get("node_healthy", True)))
+        healthy = bool(record.get("node_healthy", True))
+        state.set_node_healthy(node_id, healthy and not self.protection.cordoned(node_id))
         if gpus:
             window = self._windows.setdefault(record["region"], _Window())
             window.util_sum += sum(float(g["util_pct"]) for g in gpus) / len(gpus)
             window.samples += 1
-        return self._maybe_retry(record["region"], now=was_stale)
+        return self.protection.observe(record) + self._maybe_retry(record["region"], now=was_stale)
 
     def _maybe_retry(self, region: str, *, now: bool = False) -> list[Outgoing]:
         """Retry the region's queue at most every `retry_every_s` (or now), from a telemetry
@@ -117,7 +122,7 @@ class FleetTracker:
         return [
             self._reschedule(job_id, held)
             for job_id, held in self.s.state.jobs.items()
-            if any(a.node_id in newly for a in held)
+            if not job_id.startswith(HOLD) and any(a.node_id in newly for a in held)
         ]
 
     def _reschedule(self, job_id: str, held: Any) -> Outgoing:

@@ -1,9 +1,10 @@
 """The decision log as the source of truth for which jobs are already decided.
 
 At start the worker reads `gpuflow.decisions.placement` from the beginning to its end and keeps
-each job's final decision (PLACED or REJECTED). A crash between "decision produced" and "table
-updated" (or the other way round) is then healed by `Scheduler.rebuild`, so a replay after a
-crash neither decides a job twice nor loses a decision.
+each job's last final decision (PLACED or REJECTED; the highest epoch: an evicted job is placed
+again at epoch + 1), and `gpuflow.jobs.events` for which placement epochs ended. A crash between
+"decision produced" and "table updated" (or the other way round) is then healed by
+`Scheduler.rebuild`, so a replay after a crash neither decides a job twice nor loses one.
 """
 
 from __future__ import annotations
@@ -65,25 +66,30 @@ def _read_topic(
 def read_final_decisions(
     kafka: KafkaConfig, codec: Codec, *, topic: str = DECISIONS_PLACEMENT, timeout_s: float = 60.0
 ) -> dict[str, dict[str, Any]]:
-    """job_id -> its last final PlacementDecision record, read from the whole topic."""
+    """job_id -> its final PlacementDecision of the highest epoch, read from the whole topic."""
     started = time.monotonic()
-    found = {
-        r["job_id"]: r
-        for r in _read_topic(kafka, codec, topic, timeout_s)
-        if r.get("outcome") in _FINAL
-    }
+    found: dict[str, dict[str, Any]] = {}
+    for r in _read_topic(kafka, codec, topic, timeout_s):
+        if r.get("outcome") not in _FINAL:
+            continue
+        seen = found.get(r["job_id"])
+        if seen is None or int(r.get("epoch") or 0) >= int(seen.get("epoch") or 0):
+            found[r["job_id"]] = r
     log.info("ledger read final=%d in_s=%.2f", len(found), time.monotonic() - started)
     return found
 
 
 def read_ended_jobs(
     kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
-) -> set[str]:
-    """Jobs the executor reported finished, failed or evicted: their GPUs are free again.
+) -> dict[str, dict[int, str]]:
+    """job_id -> {epoch: FINISHED | FAILED | EVICTED}: placements the executor reported over,
+    whose GPUs are free again (and, when EVICTED, whose job waits for its next epoch).
 
     The log, not the reservations table, is the authority: a table write lost in a crash
     must neither leak GPUs (a release lost) nor resurrect a finished job.
     """
-    return {
-        r["job_id"] for r in _read_topic(kafka, codec, topic, timeout_s) if r.get("type") in _ENDED
-    }
+    ended: dict[str, dict[int, str]] = {}
+    for r in _read_topic(kafka, codec, topic, timeout_s):
+        if r.get("type") in _ENDED:
+            ended.setdefault(r["job_id"], {})[int(r.get("epoch") or 0)] = r["type"]
+    return ended

@@ -11,6 +11,7 @@ from typing import Any
 from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.kafka import committed_offsets, end_offsets
+from infra.policy import PolicyFile
 from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
 from streams.consumer_state import StallWatch
@@ -42,6 +43,20 @@ class Runtime:
         self.dirty = False
         self.metrics = Metrics()
         self.stalls = StallWatch(config.worker.stall_after_s)
+        self.policy = PolicyFile(None)  # the app sets the configured one
+
+    def reload_policy(self) -> None:
+        """A changed, valid policy file takes effect; a bad one is logged and ignored."""
+        policy = self.policy.reload()
+        if policy is not None:
+            self.scheduler.tenancy.policy = policy
+            self.fleet.protection.set_policy(policy.protection)
+
+    def regions_of(self, partition: int) -> set[str]:
+        """Regions whose events go to `partition` (those this worker may hold)."""
+        s = self.scheduler
+        known = {*s.state.regions, *(r["region"] for r in s.queue.values())}
+        return {r for r in known if s.partition_of(r) == partition}
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -67,6 +82,7 @@ class Runtime:
         ended = await loop.run_in_executor(None, read_ended_jobs, self.config.kafka, self.codec)
         self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends)
         self.scheduler.rebuild(logged, ended)
+        self.fleet.protection.restore()
         self._ready.set()
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
 

@@ -1,4 +1,4 @@
-"""The worker's scheduling logic: route, place, queue, release. No Faust in here.
+"""The worker's scheduling logic: route, place, queue, preempt, requeue, release. No Faust here.
 
 Policy lives in `scorer/` (what to decide); this module is the mechanism (reserve, record,
 emit, retry). Every method takes a decoded record and returns the messages to send, so the
@@ -6,15 +6,19 @@ Faust agents stay thin and unit tests run this against plain dicts.
 
 Durable state is three changelog-backed tables, written only from region-partitioned events
 so each entry lands in its region's changelog partition:
-  reservations: job_id -> {region, assignments, gpu_model, released}
-  queue:        job_id -> RoutedJob record waiting for capacity
+  reservations: job_id -> {region, assignments, gpu_model, released, epoch, routed, tenancy}
+  queue:        job_id -> RoutedJob record waiting for capacity (+ epoch, prio, preempting)
   nodes:        node_id -> latest NodeInventory record
-Idempotence: a job with a final decision (PLACED or REJECTED) is never decided again; the set
-of final jobs is rebuilt at start from the decision log itself (`streams.ledger`).
+Idempotence: a job's placement is decided once per *epoch*; epoch 0 is its first placement and
+every eviction requeues it at epoch + 1 (decision ids `job_id:final[:epoch]`, executors echo the
+epoch on their JobEvents). The set of decided jobs and their epochs is rebuilt at start from
+the decision log itself (`streams.ledger`). Tenancy (quotas, fair order, preemption, backfill)
+hooks in through `streams.tenancy`, `streams.preemption` and `streams.queueing`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
@@ -22,13 +26,20 @@ from typing import Any
 
 from infra.jobspec import job_problems
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
-from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank_regions
+from scorer import ClusterState, JobSpec, PlacementResult, Placer, ReservationError, rank_regions
+from scorer.tenancy import TenancyPolicy
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
+from streams.preemption import Preemptions
+from streams.queueing import retry_region
+from streams.recovery import rebuild_tables
+from streams.tenancy import CAPACITY, QUOTA, Tenancy, WithinOrder
 
 __all__ = ["Scheduler"]
 
 log = logging.getLogger(__name__)
+
+_CAPACITY_TEXT = "no free capacity now; waiting in the region queue"
 
 
 def _merge_counts(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
@@ -36,6 +47,11 @@ def _merge_counts(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
     for key, value in b.items():
         out[key] = out.get(key, 0) + int(value)
     return out
+
+
+def _final_id(job_id: str, tag: str, epoch: int) -> str:
+    """Deterministic decision ids: `job:tag` for the first epoch (as before), `job:tag:N` after."""
+    return new_event_id(job_id, tag) if epoch == 0 else new_event_id(job_id, tag, str(epoch))
 
 
 class Scheduler:
@@ -53,6 +69,9 @@ class Scheduler:
         region_order: Sequence[str] = (),
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
+        tenancy: TenancyPolicy | None = None,
+        within_tenant_order: WithinOrder | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -60,49 +79,33 @@ class Scheduler:
         self.queue = queue
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
-        self.final: set[str] = set()
+        self.final: set[str] = set()  # decided at their current epoch
+        self.epochs: dict[str, int] = {}  # job -> current epoch (absent: 0)
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
+        self.clock: Callable[[], int] = clock or now_ms  # event time in replays
+        self.tenancy = Tenancy(state, tenancy, within_tenant_order)
+        self.preemption = Preemptions(self)
 
     # -- recovery -----------------------------------------------------------------------------
 
-    def rebuild(self, logged: Mapping[str, Mapping[str, Any]], ended: Collection[str] = ()) -> None:
-        """Rebuild the arrays from the tables, reconciled with the decision log.
+    def rebuild(
+        self,
+        logged: Mapping[str, Mapping[str, Any]],
+        ended: Mapping[str, Mapping[int, str]] | Collection[str] = (),
+    ) -> None:
+        """Rebuild the arrays from the tables, reconciled with the decision and job-event logs.
 
-        `logged` maps job_id -> its final PlacementDecision as found in the log. A reservation
-        without a decision was never announced: drop it (its job replays). A logged placement
-        missing from the table was announced but not recorded: record it. `ended` are jobs the
-        job-event log says finished: whatever the table says, their GPUs are free. Idempotent:
-        after a rebalance it runs again on live state, which also knows decisions not yet logged.
+        `logged`: job_id -> its last final PlacementDecision in the log; `ended`: job_id ->
+        {epoch: FINISHED | FAILED | EVICTED} from the job-event log (a plain collection of
+        job ids means their epoch 0 finished). See `streams.recovery` for the rules.
         """
-        for job_id in list(self.state.jobs):
-            self.state.release(job_id)
-        for record in self.nodes.values():
-            self.state.upsert_node(node_spec(record))
-            self.last_seen.setdefault(record["node_id"], time.monotonic())
-        self.final |= set(logged)
-        for job_id, entry in list(self.reservations.items()):
-            if job_id not in self.final:
-                del self.reservations[job_id]
-            elif job_id in ended and not entry.get("released"):
-                self.reservations[job_id] = {**entry, "released": True}
-            elif not entry.get("released"):
-                self._reserve_quietly(job_id, entry["assignments"])
-        for job_id, decision in logged.items():
-            if decision["outcome"] == "PLACED" and job_id not in self.reservations:
-                entry = {
-                    "region": decision["region"],
-                    "assignments": decision["assignments"],
-                    "gpu_model": decision.get("gpu_model"),
-                    "released": job_id in ended,
-                }
-                self.reservations[job_id] = entry
-                if not entry["released"]:
-                    self._reserve_quietly(job_id, entry["assignments"])
-        for job_id in [j for j in self.queue if j in self.final]:
-            del self.queue[job_id]
+        if not isinstance(ended, Mapping):
+            ended = {job_id: {0: "FINISHED"} for job_id in ended}
+        rebuild_tables(self, logged, ended)
+        self.preemption.restore()
         log.info(
             "rebuilt nodes=%d final=%d held=%d queued=%d",
             len(self.nodes),
@@ -111,11 +114,15 @@ class Scheduler:
             len(self.queue),
         )
 
-    def _reserve_quietly(self, job_id: str, assignments: Any) -> None:
+    def reserve_quietly(self, job_id: str, assignments: Any) -> None:
         try:
             self.state.reserve(job_id, parse_assignments(assignments))
         except (ReservationError, KeyError) as exc:
             log.warning("cannot restore reservation job_id=%s: %s", job_id, exc)
+
+    def restore_node(self, record: Mapping[str, Any]) -> None:
+        self.state.upsert_node(node_spec(record))
+        self.last_seen.setdefault(record["node_id"], time.monotonic())
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -145,7 +152,11 @@ class Scheduler:
             return self._refuse_unrouted(
                 job, started_ns, [f"invalid job spec: {p}" for p in problems]
             )
-        ranked = rank_regions(job_spec(job), self.region_views())
+        spec = job_spec(job)
+        problem = self.tenancy.problem(spec)
+        if problem:
+            return self._refuse_unrouted(job, started_ns, [f"invalid job spec: {problem}"])
+        ranked = rank_regions(spec, self.region_views())
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"
@@ -153,7 +164,7 @@ class Scheduler:
         regions = [r for r, _ in ranked]
         routed = {
             "event_id": new_event_id(),
-            "ts": now_ms(),
+            "ts": self.clock(),
             "job": dict(job),
             "submitted_ts": submitted_ts,
             "region": regions[0],
@@ -181,23 +192,81 @@ class Scheduler:
             partition_of=self.partition_of,
         )
 
+    # -- jobs as the scorer sees them ---------------------------------------------------------
+
+    def spec_of(self, routed: Mapping[str, Any]) -> JobSpec:
+        """The job's spec; a requeued job expects only the work it has left."""
+        spec = job_spec(routed["job"])
+        progress = float(routed.get("progress") or 0.0)
+        if progress > 0 and spec.expected_duration_s:
+            left = spec.expected_duration_s * max(0.01, 1.0 - progress)
+            spec = dataclasses.replace(spec, expected_duration_s=left)
+        return spec
+
+    def restrict(self, spec: JobSpec, models: Sequence[str]) -> JobSpec | None:
+        """The spec limited to `models` (and the job's own allow-list); None when no model is
+        left (an empty allow-list would mean "any")."""
+        canon = self.state.catalog.canonical
+        keep = tuple(
+            m for m in models if not spec.allowed_gpu_models
+            or canon(m) in {canon(a) for a in spec.allowed_gpu_models}
+        )  # fmt: skip
+        return dataclasses.replace(spec, allowed_gpu_models=keep) if keep else None
+
+    @staticmethod
+    def epoch_of(routed: Mapping[str, Any]) -> int:
+        return int(routed.get("epoch") or 0)
+
+    def propose(self, routed: Mapping[str, Any], region: str) -> tuple[PlacementResult, str, str]:
+        """The placer's proposal under the tenant's quota: (result, wait code, wait reason)."""
+        spec = self.spec_of(routed)
+        gate = self.tenancy.gate(spec, region)
+        if not gate.tiers:
+            return PlacementResult(placed=False, reasons=(gate.reason,)), gate.code, gate.reason
+        result: PlacementResult | None = None
+        for models in gate.tiers:
+            target = spec if models is None else self.restrict(spec, models)
+            if target is None:
+                continue
+            result = self.placer.place(target, region)
+            if result.placed:
+                return result, "", ""
+        if result is None:
+            why = "quota: none of the job's allowed GPU models has quota here"
+            return PlacementResult(placed=False, reasons=(why,)), QUOTA, why
+        return result, CAPACITY, _CAPACITY_TEXT
+
     # -- placement ----------------------------------------------------------------------------
 
     def place(self, routed: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
-        """Regional choice for a RoutedJob; spill over, queue or reject when refused."""
+        """Regional choice for a RoutedJob; spill over, preempt, queue or reject when refused."""
         job = routed["job"]
         job_id, region = job["job_id"], routed["region"]
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
-        result = self.placer.place(job_spec(job), region)
+        result, code, reason = self.propose(routed, region)
         if result.placed:
-            placed = self._commit(routed, result, started_ns)
+            placed = self.commit(routed, result, started_ns)
             if placed is not None:
                 return [placed]
-        return self._refused(routed, result, started_ns)
+        return self._refused(routed, result, started_ns, code, reason)
 
-    def _commit(
-        self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
+    def place_waiting(self, routed: Mapping[str, Any], *, note: str = "") -> list[Outgoing]:
+        """Place a queued job now if it fits (its wait reason is updated when not)."""
+        result, code, reason = self.propose(routed, routed["region"])
+        if result.placed:
+            placed = self.commit(routed, result, time.perf_counter_ns(), note=note)
+            return [placed] if placed is not None else []
+        self.tenancy.wait(routed["job"]["job_id"], code, reason)
+        return []
+
+    def commit(
+        self,
+        routed: Mapping[str, Any],
+        result: PlacementResult,
+        started_ns: int,
+        *,
+        note: str = "",
     ) -> Outgoing | None:
         job = routed["job"]
         job_id = job["job_id"]
@@ -206,24 +275,37 @@ class Scheduler:
         except ReservationError as exc:  # the scorer proposed something no longer free
             log.error("reservation refused job_id=%s: %s", job_id, exc)
             return None
+        epoch, now = self.epoch_of(routed), self.clock()
         record = decision_record(
             job,
             "PLACED",
-            event_id=new_event_id(job_id, "final"),
-            ts=now_ms(),
+            event_id=_final_id(job_id, "final", epoch),
+            ts=now,
             submitted_ts=int(routed["submitted_ts"]),
             attempt=int(routed["attempt"]),
             worker_us=int(routed.get("worker_us", 0)) + _us_since(started_ns),
             result=result,
+            reasons=[note] if note else None,
         )
+        spec = self.spec_of(routed)
+        run = self.tenancy.record(
+            spec, record["region"], result.gpu_model, now_ms=now,
+            expected_s=result.expected_duration_s, epoch=epoch,
+        )  # fmt: skip
+        self._annotate(record, routed, run.class_name)
         self.reservations[job_id] = {
             "region": record["region"],
             "assignments": record["assignments"],
             "gpu_model": record["gpu_model"],
             "released": False,
+            "epoch": epoch,
+            "routed": {k: v for k, v in routed.items() if not k.startswith("_")},
+            "tenancy": run.to_entry(),
         }
         self.queue.pop(job_id, None)
         self.final.add(job_id)
+        self.epochs[job_id] = epoch
+        self.tenancy.done_waiting(job_id)
         return outgoing(
             DECISIONS_PLACEMENT,
             job_id,
@@ -232,8 +314,18 @@ class Scheduler:
             partition_of=self.partition_of,
         )
 
+    def _annotate(self, record: dict[str, Any], routed: Mapping[str, Any], cls: str) -> None:
+        record["epoch"] = self.epoch_of(routed)
+        record["priority_class"] = cls
+        record["queued_ts"] = int(routed.get("queued_ts") or routed["submitted_ts"])
+
     def _refused(
-        self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
+        self,
+        routed: Mapping[str, Any],
+        result: PlacementResult,
+        started_ns: int,
+        code: str,
+        reason: str,
     ) -> list[Outgoing]:
         job, region = routed["job"], routed["region"]
         refusals = _merge_counts(routed.get("refusals") or {}, result.refusals)
@@ -241,13 +333,14 @@ class Scheduler:
         worker_us = int(routed.get("worker_us", 0)) + _us_since(started_ns)
         candidates = list(routed.get("candidates") or ())
         if routed.get("_retry"):
+            self.tenancy.wait(job["job_id"], code, reason)
             return []  # still no room; stays queued
         if candidates or (queue_region and queue_region != region):
             nxt = candidates[0] if candidates else queue_region
             forwarded = {
                 **routed,
                 "event_id": new_event_id(),
-                "ts": now_ms(),
+                "ts": self.clock(),
                 "region": nxt,
                 "candidates": candidates[1:],
                 "attempt": int(routed["attempt"]) + 1,
@@ -256,30 +349,13 @@ class Scheduler:
                 "worker_us": worker_us,
             }
             return [self._routed(forwarded)]
-        submitted_ts, attempt = int(routed["submitted_ts"]), int(routed["attempt"])
         if queue_region == region:
-            self.queue[job["job_id"]] = {**routed, "refusals": refusals, "queued_ts": now_ms()}
-            record = decision_record(
-                job,
-                "QUEUED",
-                event_id=new_event_id(job["job_id"], "queued"),
-                ts=now_ms(),
-                submitted_ts=submitted_ts,
-                attempt=attempt,
-                worker_us=worker_us,
-                region=region,
-                reasons=["no free capacity now; waiting in the region queue"],
-                refusals=refusals,
-            )
-            return [
-                outgoing(
-                    DECISIONS_PLACEMENT,
-                    job["job_id"],
-                    record,
-                    region=region,
-                    partition_of=self.partition_of,
-                )
-            ]
+            waiting = {**routed, "refusals": refusals, "worker_us": worker_us}
+            preempting = self.preemption.try_preempt(waiting, region)
+            if preempting:
+                return preempting
+            return [self.enqueue(waiting, code, reason)]
+        submitted_ts, attempt = int(routed["submitted_ts"]), int(routed["attempt"])
         reasons = list(result.reasons) or ["no node in any allowed region can ever host this job"]
         return [
             self._final(
@@ -294,6 +370,43 @@ class Scheduler:
                 worker_us=worker_us,
             )
         ]
+
+    def enqueue(self, routed: Mapping[str, Any], code: str, reason: str) -> Outgoing:
+        """Put a job in its region's queue; the QUEUED decision saying why it waits."""
+        spec = self.spec_of(routed)
+        prio = self.tenancy.priority(spec)
+        entry = {
+            **{k: v for k, v in routed.items() if not k.startswith("_")},
+            "queued_ts": int(routed.get("queued_ts") or self.clock()),
+            "prio": prio.value if not isinstance(prio, str) else spec.priority,
+        }
+        self.queue[spec.job_id] = entry
+        self.tenancy.wait(spec.job_id, code, reason)
+        return self.queued_decision(entry, code, reason)
+
+    def queued_decision(
+        self, entry: Mapping[str, Any], code: str, reason: str, *, tag: str = "queued"
+    ) -> Outgoing:
+        job, region = entry["job"], entry["region"]
+        record = decision_record(
+            job,
+            "QUEUED",
+            event_id=_final_id(job["job_id"], tag, self.epoch_of(entry)),
+            ts=self.clock(),
+            submitted_ts=int(entry["submitted_ts"]),
+            attempt=int(entry.get("attempt", 1)),
+            worker_us=int(entry.get("worker_us", 0)),
+            region=region,
+            reasons=[reason or _CAPACITY_TEXT],
+            refusals=entry.get("refusals") or {},
+        )
+        prio = self.tenancy.priority(self.spec_of(entry))
+        self._annotate(record, entry, prio.class_name if not isinstance(prio, str) else "")
+        record["wait_reason"] = code or CAPACITY
+        return outgoing(
+            DECISIONS_PLACEMENT, job["job_id"], record, region=region,
+            partition_of=self.partition_of,
+        )  # fmt: skip
 
     def _final(
         self,
@@ -313,8 +426,8 @@ class Scheduler:
         record = decision_record(
             job,
             outcome,
-            event_id=new_event_id(job_id, "final"),
-            ts=now_ms(),
+            event_id=_final_id(job_id, "final", self.epochs.get(job_id, 0)),
+            ts=self.clock(),
             submitted_ts=submitted_ts,
             attempt=attempt,
             worker_us=_us_since(started_ns) if worker_us is None else worker_us,
@@ -322,6 +435,7 @@ class Scheduler:
             reasons=reasons,
             refusals=refusals,
         )
+        record["epoch"] = self.epochs.get(job_id, 0)
         return outgoing(
             DECISIONS_PLACEMENT, job_id, record, region=region, partition_of=self.partition_of
         )
@@ -329,52 +443,92 @@ class Scheduler:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def on_job_event(self, event: Mapping[str, Any]) -> list[Outgoing]:
-        """Release GPUs when a job ends; then try the region's queue."""
-        if event["type"] not in ("FINISHED", "FAILED", "EVICTED"):
+        """Release GPUs when a placement ends (its epoch's end event); an evicted job is
+        requeued with its progress; then the region's queue is tried."""
+        kind, job_id = event["type"], event["job_id"]
+        if kind == "CHECKPOINTED":
+            self.tenancy.checkpointed(job_id, int(event.get("ts") or self.clock()))
             return []
-        job_id = event["job_id"]
+        if kind not in ("FINISHED", "FAILED", "EVICTED"):
+            return []
         entry = self.reservations.get(job_id)
-        if entry is None or entry.get("released"):
+        if entry is None:
             self.state.release(job_id)  # idempotent
             return []
+        if int(entry.get("epoch") or 0) != int(event.get("epoch") or 0):
+            return []  # an older placement's report (e.g. a late EVICTED after the grace period)
+        if entry.get("released"):  # replayed: the release is done, a requeue may not be
+            return self._requeue(job_id, entry, event) if kind == "EVICTED" else []
+        out = self._end(job_id, entry, event if kind == "EVICTED" else None)
+        return out + self.retry_queue(entry["region"])
+
+    def _end(
+        self, job_id: str, entry: Mapping[str, Any], evicted: Mapping[str, Any] | None
+    ) -> list[Outgoing]:
+        """A held placement is over: free its GPUs, requeue it if evicted, tell its preemptor."""
         self.state.release(job_id)
-        self.reservations[job_id] = {**entry, "released": True}
-        return self.retry_queue(entry["region"])
+        self.tenancy.forget(job_id)
+        out = self._requeue(job_id, entry, evicted) if evicted is not None else []
+        self.reservations[job_id] = {
+            k: v for k, v in entry.items() if k not in ("routed", "tenancy")
+        } | {"released": True}
+        return out + self.preemption.on_gone(job_id)
+
+    def _requeue(
+        self, job_id: str, entry: Mapping[str, Any], event: Mapping[str, Any]
+    ) -> list[Outgoing]:
+        """An evicted placement's job waits again at the next epoch, with its progress."""
+        epoch = int(entry.get("epoch") or 0)
+        routed = entry.get("routed")
+        if self.epochs.get(job_id, 0) != epoch or job_id in self.queue:
+            return []  # requeued already
+        if not routed:
+            log.error("evicted job cannot be requeued (no record kept) job_id=%s", job_id)
+            return []
+        progress = float(event.get("progress") or routed.get("progress") or 0.0)
+        waiting = {
+            **routed,
+            "epoch": epoch + 1,
+            "queued_ts": self.clock(),
+            "progress": progress,
+            "region": entry["region"],
+            "candidates": [],
+            "queue_region": entry["region"],
+            "refusals": {},
+            "evictions": int(routed.get("evictions") or 0) + 1,
+        }
+        self.final.discard(job_id)
+        self.epochs[job_id] = epoch + 1
+        detail = event.get("detail") or "evicted"
+        reason = f"evicted at epoch {epoch} ({detail}) with {progress:.0%} done; waiting again"
+        log.info("requeued job_id=%s epoch=%d progress=%.3f", job_id, epoch + 1, progress)
+        return [self.enqueue(waiting, CAPACITY, reason)]
+
+    def force_evict(self, job_id: str, epoch: int) -> list[Outgoing]:
+        """The grace period is over: count the victim's GPUs as free and requeue it."""
+        entry = self.reservations.get(job_id)
+        if entry is None or int(entry.get("epoch") or 0) != epoch or entry.get("released"):
+            return self.preemption.on_gone(job_id)
+        detail = {"detail": "grace period over; not reported evicted"}
+        return self._end(job_id, entry, detail)
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
-        """Place waiting jobs of a region, highest priority first, then oldest.
+        """Place waiting jobs of a region: tenants in fair-share order, each tenant's jobs by
+        `within_tenant_order`; the first job that cannot start gets a backfill reservation
+        (`streams.queueing`). Bounded work per call, however long the queue."""
+        return retry_region(self, region, max_refusals=max_refusals)
 
-        Jobs needing more whole GPUs than the region has free are skipped without scoring, and
-        the scan stops after `max_refusals` refusals, so a release costs bounded work however
-        long the queue is (smaller jobs behind a big one may backfill).
-        """
-        waiting = [r for r in self.queue.values() if r["region"] == region]
-        if not waiting:
-            return []
-        waiting.sort(key=lambda r: (-int(r["job"].get("priority", 0)), int(r["queued_ts"])))
-        free = sum(self.state.free_gpus(region).values())
-        out: list[Outgoing] = []
-        refused = 0
-        for routed in waiting:
-            job = routed["job"]
-            need = int(job.get("gpu_count", 1)) if int(job.get("gpu_milli", 1000)) >= 1000 else 0
-            if need > free:
-                continue
-            placed = self.place({**routed, "_retry": True}, started_ns=time.perf_counter_ns())
-            if placed:
-                out.extend(placed)
-                free -= need
-            else:
-                refused += 1
-                if refused >= max_refusals:
-                    break
+    def on_tick(self, now_ms: int, regions: Collection[str] | None = None) -> list[Outgoing]:
+        """The scheduler's timer (worker: every `worker.replan_interval_s`, per owned partition;
+        replay: `tick_s`): grace periods that ended, every queue retried, then a few waiting
+        jobs look for victims (priority preemption, quota reclaim). Re-planning hooks in here."""
+        out = self.preemption.expire(now_ms, regions)
+        queued = sorted({r["region"] for r in self.queue.values()})
+        for region in queued:
+            if regions is None or region in regions:
+                out.extend(self.retry_queue(region))
+                out.extend(self.preemption.sweep(region))
         return out
-
-    def on_tick(self, now_ms: int) -> list[Outgoing]:
-        """The scheduler's timer (worker: every `worker.replan_interval_s`; replay: `tick_s`):
-        retry every region's queue. Re-planning passes hook in here."""
-        regions = sorted({r["region"] for r in self.queue.values()})
-        return [msg for region in regions for msg in self.retry_queue(region)]
 
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)

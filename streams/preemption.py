@@ -1,0 +1,411 @@
+"""Preemption mechanism: search victims, emit one PreemptionDecision per victim, hold the GPUs
+for the preemptor, place it once every victim is gone (or the grace period ends).
+
+Policy (who may be evicted, which set is cheapest) is `scorer.tenancy.victims`; this module
+commits it. A preemptor's pending state lives in its queue entry (`preempting`: victims and
+their epochs, those gone, the target GPUs, the deadline), so it survives a restart with the
+queue table; the GPUs of the target that are free are held in the arrays under `hold:<job>`
+(recomputed on every change, never in the reservations table), so no other job takes them.
+
+    waiting job cannot be placed -> victims chosen -> PreemptionDecision x N, QUEUED(PREEMPTING)
+    executor reports EVICTED (or FINISHED) for each victim -> its GPUs join the hold,
+        the victim is requeued with its progress at epoch + 1
+    last victim gone, or the deadline passed -> hold released, preemptor placed -> PLACED
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
+
+from infra.topics import DECISIONS_PREEMPTION
+from scorer import Assignment, JobSpec, PlacementResult, ReservationError
+from scorer.tenancy import (
+    RECLAIM,
+    Candidate,
+    JobPriority,
+    VictimPlan,
+    eligibility,
+    select_victims,
+)
+from streams.convert import assignment_records, parse_assignments
+from streams.outbox import Outgoing, new_event_id, outgoing
+from streams.tenancy import HOLD, PREEMPTING, Running
+
+if TYPE_CHECKING:
+    from streams.scheduling import Scheduler
+
+__all__ = ["Preemptions"]
+
+log = logging.getLogger(__name__)
+
+
+class Preemptions:
+    """Pending preemptions of one worker's scheduler."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+        self.targeted: dict[str, str] = {}  # victim -> preemptor
+
+    @property
+    def policy(self) -> Any:
+        return self.s.tenancy.policy.preemption
+
+    # ---- deciding -----------------------------------------------------------------------
+    def try_preempt(self, routed: Mapping[str, Any], region: str) -> list[Outgoing]:
+        """Victims for a job that cannot be placed in `region`; [] when none would do."""
+        if not self.policy.enabled:
+            return []
+        spec = self.s.spec_of(routed)
+        prio = self.s.tenancy.priority(spec)
+        if isinstance(prio, str):
+            return []
+        best: tuple[VictimPlan, str | None] | None = None
+        for cls, models in self._classes(spec, region):
+            plan = self._search(spec, prio, region, cls, models)
+            if plan is not None and (best is None or plan.cost < best[0].cost):
+                best = (plan, cls)
+        if best is None:
+            return []
+        return self._commit(routed, region, spec, prio, *best)
+
+    def _classes(
+        self, spec: JobSpec, region: str
+    ) -> list[tuple[str | None, tuple[str, ...] | None]]:
+        """Quota cells to search one by one (quotas count per GPU class); one search without."""
+        if not self.s.tenancy.policy.quotas_enabled:
+            return [(None, None)]
+        allowed = set(spec.allowed_gpu_models)
+        return [
+            (cls, models)
+            for cls, models in self.s.tenancy.classes_in(region).items()
+            if not allowed or allowed & set(models)
+        ]
+
+    def _search(
+        self,
+        spec: JobSpec,
+        prio: JobPriority,
+        region: str,
+        cls: str | None,
+        models: tuple[str, ...] | None,
+    ) -> VictimPlan | None:
+        tenancy = self.s.tenancy
+        usage = tenancy.usage()
+        need = spec.gpu_count * spec.gpu_milli
+        quotas = tenancy.policy.quotas_enabled
+        within = (
+            quotas and cls is not None and tenancy.within_nominal(spec.tenant, region, cls, need)
+        )
+        cohort = (tenancy.policy.tenant(spec.tenant) or _NO_TENANT).cohort
+        candidates: list[Candidate] = []
+        slack: dict[str, int] = {}
+        now = self.s.clock()
+        for run in tenancy.running.values():
+            if run.region != region or run.job_id in self.targeted:
+                continue
+            if cls is not None and run.gpu_class != cls:
+                continue
+            lent = tenancy.borrowing(usage, run)
+            victim_cohort = (tenancy.policy.tenant(run.tenant) or _NO_TENANT).cohort
+            cause = eligibility(
+                preemptor_tenant=spec.tenant,
+                preemptor_priority=prio.value,
+                victim_tenant=run.tenant,
+                victim_priority=run.priority,
+                victim_preemptible=run.preemptible,
+                quotas=quotas,
+                same_cohort=cohort is not None and cohort == victim_cohort,
+                victim_borrowing=lent > 0,
+                preemptor_within_nominal=within,
+                reclaim=self.policy.reclaim,
+            )
+            if cause is None:
+                continue
+            if quotas and run.tenant != spec.tenant:
+                slack[run.tenant] = lent
+            candidates.append(self._candidate(run, now, lent > 0, cause))
+        if not candidates:
+            return None
+        target = spec if models is None else self.s.restrict(spec, models)
+        if target is None:
+            return None
+        whole = spec.gpu_milli >= 1000
+        tp = max(1, spec.tensor_parallel)
+        chunk = (spec.gpu_count if spec.gpu_count <= tp else tp) if whole else 0
+        return select_victims(
+            candidates,
+            lambda victims: self._feasible(target, region, cls, victims),
+            free=self._free_whole(region),
+            chunk=chunk,
+            need=spec.gpu_count if whole else 0,
+            slack=slack,
+            max_victims=self.policy.max_victims,
+        )
+
+    def _candidate(self, run: Running, now: int, borrowing: bool, cause: str) -> Candidate:
+        held = self.s.state.reservation(run.job_id) or ()
+        per_node: dict[str, float] = {}
+        for a in held:
+            per_node[a.node_id] = (
+                per_node.get(a.node_id, 0) + len(a.gpu_indices) * a.gpu_milli / 1000
+            )
+        return Candidate(
+            job_id=run.job_id,
+            tenant=run.tenant,
+            priority=run.priority,
+            gpus=run.milli / 1000,
+            milli=run.milli,
+            node_gpus=per_node,
+            lost_gpu_s=run.unsaved_s(now) * run.milli / 1000,
+            borrowing=borrowing,
+            cause=cause,
+            started_ms=run.started_ms,
+        )
+
+    def _free_whole(self, region: str) -> dict[str, float]:
+        st = self.s.state
+        slots = st.slots(region)
+        ok = slots[st.node_ok[slots]]
+        return {st.spec(int(i)).node_id: float(st.free_whole[int(i)]) for i in ok}
+
+    def _feasible(
+        self, spec: JobSpec, region: str, cls: str | None, victims: tuple[Candidate, ...]
+    ) -> PlacementResult | None:
+        """Tentatively release the victims; the placement the job would get (quota too)."""
+        st, tenancy = self.s.state, self.s.tenancy
+        held = {v.job_id: st.reservation(v.job_id) for v in victims}
+        for job_id in held:
+            st.release(job_id)
+        try:
+            if cls is not None:
+                usage = tenancy.usage()
+                for v in victims:
+                    run = tenancy.running[v.job_id]
+                    cell = (run.tenant, run.region, run.gpu_class)
+                    usage[cell] = usage.get(cell, 0) - run.milli
+                gate = tenancy.gate(spec, region, usage)
+                if not gate.tiers:
+                    return None
+            result = self.s.placer.place(spec, region)
+            return result if result.placed else None
+        finally:
+            for job_id, assignments in held.items():
+                if assignments:
+                    st.reserve(job_id, assignments)
+
+    def _commit(
+        self,
+        routed: Mapping[str, Any],
+        region: str,
+        spec: JobSpec,
+        prio: JobPriority,
+        plan: VictimPlan,
+        cls: str | None,
+    ) -> list[Outgoing]:
+        s, now = self.s, self.s.clock()
+        job_id = spec.job_id
+        grace_ms = int(self.policy.grace_period_s * 1000)
+        victims = {v.job_id: s.tenancy.running[v.job_id].epoch for v in plan.victims}
+        target: PlacementResult = plan.target
+        pending = {
+            "victims": victims,
+            "gone": [],
+            "target": assignment_records(target.assignments),
+            "deadline_ms": now + grace_ms,
+            "since_ms": now,
+        }
+        entry = {k: v for k, v in routed.items() if k != "_retry"}
+        s.queue[job_id] = {
+            **entry,
+            "region": region,
+            "queued_ts": int(routed.get("queued_ts") or now),
+            "prio": prio.value,
+            "preempting": pending,
+        }
+        claim = s.tenancy.record(
+            spec, region, target.gpu_model, now_ms=now, expected_s=None, epoch=s.epoch_of(routed)
+        )
+        s.tenancy.forget(job_id)
+        s.tenancy.claims[job_id] = claim
+        for victim in victims:
+            self.targeted[victim] = job_id
+        self._rehold(job_id)
+        names = ", ".join(victims)
+        s.tenancy.wait(job_id, PREEMPTING, f"preempting {names}; placed when they stop")
+        out = [self._decision(v, spec, prio, region, now, grace_ms) for v in plan.victims]
+        reason = f"preempting {len(victims)} job(s): {names} (grace {grace_ms / 1000:g}s)"
+        out.append(s.queued_decision(s.queue[job_id], PREEMPTING, reason, tag="preempting"))
+        log.info("preemption job_id=%s victims=%s cause=%s", job_id, names, plan.victims[0].cause)
+        return out
+
+    def _decision(
+        self,
+        victim: Candidate,
+        spec: JobSpec,
+        prio: JobPriority,
+        region: str,
+        now: int,
+        grace_ms: int,
+    ) -> Outgoing:
+        run = self.s.tenancy.running[victim.job_id]
+        unsaved = run.unsaved_s(now)
+        what = "reclaim" if victim.cause == RECLAIM else "priority"
+        borrowing = ", borrowing" if victim.borrowing else ""
+        record = {
+            "event_id": new_event_id(victim.job_id, "preempt", str(run.epoch)),
+            "ts": now,
+            "job_id": victim.job_id,
+            "for_job_id": spec.job_id,
+            "region": region,
+            "victim_assignments": assignment_records(self.s.state.reservation(run.job_id) or ()),
+            "checkpoint_first": unsaved > self.policy.checkpoint_stale_s,
+            "victim_priority": run.priority,
+            "reason": (
+                f"{what}: {spec.job_id} ({prio.class_name} {prio.value}, {spec.tenant}) needs "
+                f"{spec.gpu_count * spec.gpu_milli / 1000:g} GPUs; {run.job_id} ({run.class_name} "
+                f"{run.priority}, {run.tenant}{borrowing}) has {unsaved:.0f}s unsaved"
+            ),
+            "victim_epoch": run.epoch,
+            "victim_tenant": run.tenant,
+            "for_tenant": spec.tenant,
+            "for_priority": prio.value,
+            "cause": victim.cause,
+            "grace_period_s": grace_ms / 1000,
+            "deadline_ts": now + grace_ms,
+            "expected_lost_gpu_s": victim.lost_gpu_s,
+        }
+        return outgoing(
+            DECISIONS_PREEMPTION,
+            victim.job_id,
+            record,
+            region=region,
+            partition_of=self.s.partition_of,
+        )
+
+    # ---- holding and completing ---------------------------------------------------------
+    def _rehold(self, job_id: str) -> None:
+        """Hold the target GPUs that are free now (victims' GPUs join as they are released)."""
+        st = self.s.state
+        st.release(HOLD + job_id)
+        entry = self.s.queue.get(job_id) or {}
+        pending = entry.get("preempting")
+        if not pending:
+            return
+        parts = []
+        for a in parse_assignments(pending["target"]):
+            try:
+                slot = st.slot_of(a.node_id)
+            except KeyError:
+                continue
+            for g in a.gpu_indices:
+                take = min(a.gpu_milli, int(st.free_milli[slot, g]))
+                if take > 0:
+                    parts.append(Assignment(a.node_id, (g,), take))
+        if parts:
+            try:
+                st.reserve(HOLD + job_id, parts)
+            except ReservationError as exc:  # cannot happen: only free milli is taken
+                log.error("hold refused job_id=%s: %s", job_id, exc)
+
+    def on_gone(self, victim: str) -> list[Outgoing]:
+        """A victim stopped (evicted, finished, failed or forced): maybe place its preemptor."""
+        preemptor = self.targeted.pop(victim, None)
+        entry = self.s.queue.get(preemptor) if preemptor else None
+        if preemptor is None or entry is None or not entry.get("preempting"):
+            return []
+        pending = entry["preempting"]
+        gone = sorted({*pending["gone"], victim})
+        self.s.queue[preemptor] = {**entry, "preempting": {**pending, "gone": gone}}
+        self._rehold(preemptor)
+        if set(gone) >= set(pending["victims"]):
+            return self._complete(preemptor)
+        return []
+
+    def _complete(self, job_id: str) -> list[Outgoing]:
+        """Every victim is gone: release the hold and place the preemptor like any job."""
+        entry = self.s.queue[job_id]
+        victims = ", ".join(entry["preempting"]["victims"])
+        self.s.state.release(HOLD + job_id)
+        self.s.tenancy.claims.pop(job_id, None)
+        for victim in entry["preempting"]["victims"]:
+            self.targeted.pop(victim, None)
+        routed = {k: v for k, v in entry.items() if k != "preempting"}
+        self.s.queue[job_id] = routed
+        placed = self.s.place_waiting(routed, note=f"placed after preempting {victims}")
+        if not placed:
+            log.warning("preemptor not placed after its victims left job_id=%s", job_id)
+        return placed
+
+    def expire(self, now_ms: int, regions: Collection[str] | None = None) -> list[Outgoing]:
+        """Deadlines passed: count the remaining victims as gone; complete what is complete."""
+        out: list[Outgoing] = []
+        for job_id, entry in list(self.s.queue.items()):
+            pending = entry.get("preempting")
+            if not pending or (regions is not None and entry["region"] not in regions):
+                continue
+            left = [v for v in pending["victims"] if v not in pending["gone"]]
+            if not left:
+                out.extend(self._complete(job_id))
+            elif now_ms >= int(pending["deadline_ms"]):
+                for victim in left:
+                    log.warning("grace period over victim=%s preemptor=%s", victim, job_id)
+                    out.extend(self.s.force_evict(victim, int(pending["victims"][victim])))
+        return out
+
+    def sweep(self, region: str) -> list[Outgoing]:
+        """Waiting jobs that may preempt (or reclaim), a few per tick, in fair order."""
+        if not self.policy.enabled:
+            return []
+        waiting = [
+            r for r in self.s.queue.values() if r["region"] == region and not r.get("preempting")
+        ]
+        out: list[Outgoing] = []
+        for tries, routed in enumerate(self.s.tenancy.fair_order(region, waiting)):
+            if tries >= self.policy.searches_per_tick:
+                break
+            out.extend(self.try_preempt(routed, region))
+        return out
+
+    def restore(self) -> None:
+        """After a rebuild: who is targeted, what is claimed, what is held."""
+        self.targeted.clear()
+        for job_id, entry in self.s.queue.items():
+            pending = entry.get("preempting")
+            if not pending:
+                continue
+            for victim in pending["victims"]:
+                if victim not in pending["gone"]:
+                    self.targeted[victim] = job_id
+            routed_spec = self.s.spec_of(entry)
+            claim = self.s.tenancy.record(
+                routed_spec, entry["region"], None, now_ms=self.s.clock(), expected_s=None,
+                epoch=self.s.epoch_of(entry),
+            )  # fmt: skip
+            self.s.tenancy.forget(job_id)
+            target = parse_assignments(pending["target"])
+            model = self._model_of(target)
+            self.s.tenancy.claims[job_id] = dataclasses.replace(
+                claim, gpu_class=self.s.tenancy.gpu_class(model)
+            )
+            self._rehold(job_id)
+
+    def _model_of(self, target: tuple[Assignment, ...]) -> str | None:
+        """The canonical GPU model of a placement (the catalogue name the quotas use)."""
+        st = self.s.state
+        for a in target:
+            try:
+                return st.models[int(st.model[st.slot_of(a.node_id)])]
+            except KeyError:
+                continue
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _NoTenant:
+    cohort: str | None = None
+
+
+_NO_TENANT = _NoTenant()

@@ -1,0 +1,351 @@
+"""Tenancy mechanism: who runs what (the book), quota admission, fair queue order, wait reasons.
+
+Policy is `scorer.tenancy` (pure); this module keeps the state it needs and asks it:
+  - the book: one `Running` per held placement (tenant, class, priority, GPUs, CPU, memory,
+    start, expected end, last checkpoint), rebuilt from the reservations table after a restart;
+  - usage per (tenant, region, GPU class), preemptors already promised GPUs included;
+  - the admission gate: which GPU classes a job may use under its quota (within nominal
+    first, then borrowing), or why it must wait;
+  - the queue order of a region: tenants by weighted DRF share (lowest first, updated as jobs
+    start), within a tenant by `within_order` (default: priority, then age);
+  - why each waiting job waits (QUOTA, CAPACITY, GANG_RESERVATION, BACKFILL, PREEMPTING,
+    ALLOWANCE), for `gpuflow queue`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scorer import ClusterState, JobSpec
+from scorer.tenancy import (
+    Cell,
+    JobPriority,
+    Reservation,
+    TenancyPolicy,
+    admit,
+    allowance_left,
+    borrowed,
+    dominant_share,
+    nominal_of,
+    resolve_priority,
+)
+
+__all__ = [
+    "ALLOWANCE",
+    "BACKFILL",
+    "CAPACITY",
+    "GANG_RESERVATION",
+    "HOLD",
+    "PREEMPTING",
+    "QUOTA",
+    "Gate",
+    "Running",
+    "Tenancy",
+    "WithinOrder",
+    "entry_priority",
+    "priority_then_age",
+]
+
+QUOTA, CAPACITY, GANG_RESERVATION = "QUOTA", "CAPACITY", "GANG_RESERVATION"
+BACKFILL, PREEMPTING, ALLOWANCE = "BACKFILL", "PREEMPTING", "ALLOWANCE"
+HOLD = "hold:"  # state keys of GPUs held for a preemptor (never a job id)
+MILLI = 1000
+
+WithinOrder = Callable[[Sequence[Mapping[str, Any]]], list[Mapping[str, Any]]]
+
+
+def priority_then_age(waiting: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Within one tenant: higher priority first, then the longest waiting."""
+    return sorted(waiting, key=lambda r: (-entry_priority(r), int(r.get("queued_ts", 0))))
+
+
+def entry_priority(routed: Mapping[str, Any]) -> int:
+    """A queue entry's effective priority (its class value; the job's integer for old entries)."""
+    return int(routed.get("prio", routed["job"].get("priority", 0)))
+
+
+@dataclass(frozen=True)
+class Running:
+    """One held placement, as tenancy sees it."""
+
+    job_id: str
+    tenant: str
+    region: str
+    gpu_class: str
+    priority: int
+    class_name: str
+    preemptible: bool
+    protected: bool  # runs non-preemptible on the tenant's allowance
+    milli: int  # GPUs held, in milli
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+    started_ms: int
+    expected_end_ms: float  # inf: unknown
+    checkpoint_ms: int  # last checkpoint (the start of this epoch restores from one)
+    checkpoint_interval_s: int
+    epoch: int = 0
+
+    def last_checkpoint(self, now_ms: int) -> int:
+        """Latest checkpoint: reported, or periodic by the declared interval."""
+        last = self.checkpoint_ms
+        if self.checkpoint_interval_s > 0 and now_ms > self.started_ms:
+            period = self.checkpoint_interval_s * 1000
+            last = max(last, self.started_ms + (now_ms - self.started_ms) // period * period)
+        return last
+
+    def unsaved_s(self, now_ms: int) -> float:
+        return max(0.0, (now_ms - self.last_checkpoint(now_ms)) / 1000)
+
+    def to_entry(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["expected_end_ms"] = None if math.isinf(self.expected_end_ms) else self.expected_end_ms
+        return out
+
+    @classmethod
+    def from_entry(cls, data: Mapping[str, Any]) -> Running:
+        values: dict[str, Any] = {
+            f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data
+        }
+        end = values.get("expected_end_ms")
+        values["expected_end_ms"] = math.inf if end is None else float(end)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Quota's answer for one job in one region: model sets to try in order, or why not."""
+
+    tiers: tuple[tuple[str, ...] | None, ...]  # None: any model the job allows
+    borrowing: tuple[bool, ...] = ()
+    code: str = ""
+    reason: str = ""
+
+
+@dataclass
+class _Fair:
+    """A region's waiting jobs in fair order: the lowest-share tenant's next job first."""
+
+    tenancy: Tenancy
+    region: str
+    by_tenant: dict[str, list[Mapping[str, Any]]]
+    usage: dict[str, np.ndarray]
+    capacity: np.ndarray
+    heap: list[tuple[float, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for tenant in self.by_tenant:
+            heapq.heappush(self.heap, (self._share(tenant), tenant))
+
+    def _share(self, tenant: str) -> float:
+        use = self.usage.get(tenant, np.zeros(3))
+        return dominant_share(use, self.capacity, self.tenancy.policy.weight(tenant))
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        while self.heap:
+            _, tenant = heapq.heappop(self.heap)
+            jobs = self.by_tenant[tenant]
+            if not jobs:
+                continue
+            job = jobs.pop(0)
+            yield job
+            if jobs:
+                heapq.heappush(self.heap, (self._share(tenant), tenant))
+
+    def placed(self, routed: Mapping[str, Any]) -> None:
+        """A job started: its tenant's share grows before its next job is ranked."""
+        job = routed["job"]
+        tenant = str(job.get("tenant", "default"))
+        vector = np.array(_resources(job), float)
+        self.usage[tenant] = self.usage.get(tenant, np.zeros(3)) + vector
+        self.heap = [(self._share(t), t) for _, t in self.heap]
+        heapq.heapify(self.heap)
+
+
+def _resources(job: Mapping[str, Any]) -> tuple[float, float, float]:
+    """GPUs, CPU milli and memory MiB a job holds (per node: counted on every node it spans)."""
+    gpus = int(job.get("gpu_count", 1)) * int(job.get("gpu_milli", 1000)) / MILLI
+    return (gpus, float(job.get("cpu_milli") or 0), float(job.get("memory_mib") or 0))
+
+
+class Tenancy:
+    """Tenancy state of one worker's scheduler (see the module doc)."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        policy: TenancyPolicy | None = None,
+        within_order: WithinOrder | None = None,
+    ) -> None:
+        self.state = state
+        self.policy = policy or TenancyPolicy()
+        self.within_order = within_order or priority_then_age
+        self.running: dict[str, Running] = {}
+        self.claims: dict[str, Running] = {}  # preemptors: GPUs promised, not yet placed
+        self.waits: dict[str, tuple[str, str]] = {}  # job_id -> (code, one line)
+        self.reservations: dict[str, Reservation] = {}  # region -> backfill reservation
+
+    # ---- jobs ---------------------------------------------------------------------------
+    def priority(self, job: JobSpec) -> JobPriority | str:
+        return resolve_priority(job, self.policy.classes)
+
+    def problem(self, job: JobSpec) -> str | None:
+        """A reason to refuse the job outright (an unknown priority class), else None."""
+        resolved = self.priority(job)
+        return resolved if isinstance(resolved, str) else None
+
+    def gpu_class(self, model: str | None) -> str:
+        return self.policy.gpu_class(model or "")
+
+    def record(
+        self,
+        job: JobSpec,
+        region: str,
+        gpu_model: str | None,
+        *,
+        now_ms: int,
+        expected_s: float | None,
+        epoch: int,
+    ) -> Running:
+        """Book a placement that was just committed."""
+        prio = self.priority(job)
+        if isinstance(prio, str):  # refused at the router; never placed
+            raise ValueError(prio)
+        run = Running(
+            job_id=job.job_id,
+            tenant=job.tenant,
+            region=region,
+            gpu_class=self.gpu_class(gpu_model),
+            priority=prio.value,
+            class_name=prio.class_name,
+            preemptible=prio.preemptible,
+            protected=prio.protection_requested,
+            milli=job.gpu_count * job.gpu_milli,
+            gpus=job.gpu_count,
+            cpu_milli=job.cpu_milli,
+            memory_mib=job.memory_mib,
+            started_ms=now_ms,
+            expected_end_ms=now_ms + expected_s * 1000 if expected_s else math.inf,
+            checkpoint_ms=now_ms,
+            checkpoint_interval_s=job.checkpoint_interval_s,
+            epoch=epoch,
+        )
+        self.running[job.job_id] = run
+        self.claims.pop(job.job_id, None)
+        return run
+
+    def forget(self, job_id: str) -> Running | None:
+        return self.running.pop(job_id, None)
+
+    def checkpointed(self, job_id: str, at_ms: int) -> None:
+        run = self.running.get(job_id)
+        if run is not None and at_ms > run.checkpoint_ms:
+            self.running[job_id] = dataclasses.replace(run, checkpoint_ms=at_ms)
+
+    # ---- usage and quota ----------------------------------------------------------------
+    def usage(self) -> dict[Cell, int]:
+        out: dict[Cell, int] = {}
+        for run in (*self.running.values(), *self.claims.values()):
+            cell = (run.tenant, run.region, run.gpu_class)
+            out[cell] = out.get(cell, 0) + run.milli
+        return out
+
+    def protected(self) -> dict[tuple[str, str], int]:
+        out: dict[tuple[str, str], int] = {}
+        for run in (*self.running.values(), *self.claims.values()):
+            if run.protected:
+                out[(run.tenant, run.region)] = out.get((run.tenant, run.region), 0) + run.milli
+        return out
+
+    def classes_in(self, region: str) -> dict[str, tuple[str, ...]]:
+        """GPU class -> models of it present in a region."""
+        slots = self.state.slots(region)
+        models = {self.state.models[int(m)] for m in np.unique(self.state.model[slots])}
+        out: dict[str, list[str]] = {}
+        for model in sorted(models):
+            out.setdefault(self.gpu_class(model), []).append(model)
+        return {c: tuple(m) for c, m in out.items()}
+
+    def gate(self, job: JobSpec, region: str, usage: Mapping[Cell, int] | None = None) -> Gate:
+        """Model sets the job may try in `region` under its quota, nominal first."""
+        prio = self.priority(job)
+        if isinstance(prio, str):
+            return Gate((), code=QUOTA, reason=prio)
+        need = job.gpu_count * job.gpu_milli
+        if prio.protection_requested:
+            left = allowance_left(self.policy, self.protected(), job.tenant, region)
+            if left is not None and left < need:
+                why = f"{job.tenant} has {left / MILLI:g} non-preemptible GPUs left in {region}"
+                return Gate((), code=ALLOWANCE, reason=f"allowance: {why}")
+        if not self.policy.quotas_enabled:
+            return Gate((None,), (False,))
+        usage = self.usage() if usage is None else usage
+        nominal: list[str] = []
+        lent: list[str] = []
+        reasons: list[str] = []
+        for cls, models in self.classes_in(region).items():
+            adm = admit(
+                self.policy, usage, job.tenant, region, cls, need, preemptible=prio.preemptible
+            )
+            if not adm.ok:
+                reasons.append(adm.reason)
+            (lent if adm.borrowing else nominal if adm.ok else []).extend(models)
+        tiers = [(tuple(nominal), False)] if nominal else []
+        tiers += [(tuple(lent), True)] if lent else []
+        if not tiers:
+            return Gate(
+                (), code=QUOTA, reason=reasons[0] if reasons else "quota: no GPU class here"
+            )
+        return Gate(tuple(t for t, _ in tiers), tuple(b for _, b in tiers))
+
+    def within_nominal(self, tenant: str, region: str, gpu_class: str, need: int) -> bool:
+        usage = self.usage()
+        used = usage.get((tenant, region, gpu_class), 0)
+        return used + need <= nominal_of(self.policy, tenant, region, gpu_class)
+
+    def borrowing(self, usage: Mapping[Cell, int], run: Running) -> int:
+        """Milli-GPUs the job's tenant borrows in the job's cell (0 without quotas)."""
+        if not self.policy.quotas_enabled:
+            return 0
+        return borrowed(self.policy, usage, run.tenant, run.region, run.gpu_class)
+
+    # ---- fair order ---------------------------------------------------------------------
+    def capacity(self, region: str) -> np.ndarray:
+        slots = self.state.slots(region)
+        s = self.state
+        return np.array(
+            [
+                float(s.gpu_count[slots].sum()),
+                float(s.cpu_milli[slots].sum()),
+                float(s.memory_mib[slots].sum()),
+            ]
+        )
+
+    def shares(self, region: str) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for run in (*self.running.values(), *self.claims.values()):
+            if run.region == region:
+                vec = np.array([run.milli / MILLI, run.cpu_milli, run.memory_mib], float)
+                out[run.tenant] = out.get(run.tenant, np.zeros(3)) + vec
+        return out
+
+    def fair_order(self, region: str, waiting: Sequence[Mapping[str, Any]]) -> _Fair:
+        by_tenant: dict[str, list[Mapping[str, Any]]] = {}
+        for routed in waiting:
+            by_tenant.setdefault(str(routed["job"].get("tenant", "default")), []).append(routed)
+        ordered = {t: list(self.within_order(jobs)) for t, jobs in sorted(by_tenant.items())}
+        return _Fair(self, region, ordered, self.shares(region), self.capacity(region))
+
+    # ---- reasons ------------------------------------------------------------------------
+    def wait(self, job_id: str, code: str, reason: str) -> None:
+        self.waits[job_id] = (code, reason)
+
+    def done_waiting(self, job_id: str) -> None:
+        self.waits.pop(job_id, None)
