@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from agents.replay.csvio import Row, positive, read_rows, to_bool, to_float, to_int, to_list
 from agents.replay.errors import TraceError
 from scorer import Catalog, ThroughputModel, default_catalog
+from scorer.types import KINDS
 
 __all__ = [
     "Trace",
@@ -68,6 +69,7 @@ class TraceJob:
     allowed_regions: tuple[str, ...] = ()
     kind: str = "TRAINING"
     checkpoint_interval_s: int = 0
+    priority_class: str | None = None  # tenancy: a named class (docs/tenancy.md)
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,17 @@ def _job(row: Row, catalog: Catalog) -> TraceJob:
         reference_model=_checked_model(row, "reference_model", ref, catalog) if ref else None,
         data_region=row.get("data_region") or None,
         allowed_regions=to_list(row.get("allowed_regions")),
+        kind=row.parse("kind", _kind, "TRAINING"),
+        checkpoint_interval_s=row.parse("checkpoint_interval_s", positive(to_int, strict=False), 0),
+        priority_class=row.get("priority_class") or None,
     )
+
+
+def _kind(raw: str) -> str:
+    kind = raw.upper()
+    if kind not in KINDS:
+        raise ValueError(f"expected one of {', '.join(KINDS)}")
+    return kind
 
 
 def _checked_model(row: Row, column: str, name: str, catalog: Catalog) -> str:
@@ -243,6 +255,7 @@ def job_record(job: TraceJob, ts_ms: int) -> dict[str, Any]:
         "checkpoint_interval_s": job.checkpoint_interval_s,
         "expected_duration_s": float(job.duration_s),
         "reference_gpu_model": job.reference_model,
+        "priority_class": job.priority_class,
     }
     return record
 

@@ -1,7 +1,9 @@
 """The in-process engine: the worker's own `Scheduler`, called directly (no broker).
 
 Every JOBS_ROUTED message is fed straight back into `place`, as the broker would deliver it;
-the Scheduler's tables are plain dicts. Same preset and throughput model as the worker.
+the Scheduler's tables are plain dicts. Same preset and throughput model as the worker. The
+scheduler's clock is the replay's virtual time (the time of the event being decided), so grace
+periods, expected ends and waits are measured in trace seconds.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from gpuflow.replay.engine import Decided
 from infra.topics import JOBS_ROUTED, TOPICS
 from scorer import ClusterState, ThroughputModel, make_placer
+from scorer.tenancy import TenancyPolicy
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
@@ -23,13 +26,20 @@ DECISION_TOPICS = frozenset(t.name for t in TOPICS if t.name.startswith("gpuflow
 
 class InProcessDecider:
     def __init__(
-        self, policy: str, throughput: ThroughputModel | None = None, partitions: int = 4
+        self,
+        policy: str,
+        throughput: ThroughputModel | None = None,
+        partitions: int = 4,
+        *,
+        tenancy: TenancyPolicy | None = None,
     ) -> None:
         state = ClusterState()
         placer = make_placer(policy, state, throughput=throughput)
+        self.now_ms = 0
         self.scheduler = Scheduler(
-            state, placer, reservations={}, queue={}, nodes={}, partitions=partitions, view_ttl_s=0
-        )
+            state, placer, reservations={}, queue={}, nodes={}, partitions=partitions,
+            view_ttl_s=0, tenancy=tenancy, clock=lambda: self.now_ms,
+        )  # fmt: skip
 
     def setup(self, nodes: Sequence[Mapping[str, Any]]) -> None:
         for record in nodes:
@@ -37,12 +47,15 @@ class InProcessDecider:
         self.scheduler.rebuild({})
 
     def submit(self, record: Mapping[str, Any]) -> list[Decided]:
+        self.now_ms = max(self.now_ms, int(record["ts"]))
         return self._follow(self.scheduler.route(dict(record), started_ns=time.perf_counter_ns()))
 
     def job_event(self, record: Mapping[str, Any]) -> list[Decided]:
+        self.now_ms = max(self.now_ms, int(record["ts"]))
         return self._follow(self.scheduler.on_job_event(dict(record)))
 
     def tick(self, ts_ms: int) -> list[Decided]:
+        self.now_ms = max(self.now_ms, ts_ms)
         return self._follow(self.scheduler.on_tick(ts_ms))
 
     def close(self) -> None:
