@@ -370,14 +370,21 @@ class Preemptions:
         return out
 
     def restore(self) -> None:
-        """After a rebuild: who is targeted, what is claimed, what is held."""
+        """After a rebuild: who is targeted, what is claimed, what is held. A victim whose
+        placement the logs say ended counts as gone (the next tick completes its preemptor)."""
         self.targeted.clear()
-        for job_id, entry in self.s.queue.items():
+        for job_id, entry in list(self.s.queue.items()):
             pending = entry.get("preempting")
             if not pending:
                 continue
+            gone = sorted(
+                {*pending["gone"], *(v for v, e in pending["victims"].items() if self._ended(v, e))}
+            )
+            if gone != sorted(pending["gone"]):
+                entry = {**entry, "preempting": {**pending, "gone": gone}}
+                self.s.queue[job_id] = entry
             for victim in pending["victims"]:
-                if victim not in pending["gone"]:
+                if victim not in gone:
                     self.targeted[victim] = job_id
             routed_spec = self.s.spec_of(entry)
             claim = self.s.tenancy.record(
@@ -391,6 +398,14 @@ class Preemptions:
                 claim, gpu_class=self.s.tenancy.gpu_class(model)
             )
             self._rehold(job_id)
+
+    def _ended(self, victim: str, epoch: int) -> bool:
+        entry = self.s.reservations.get(victim)
+        return (
+            entry is None
+            or int(entry.get("epoch") or 0) != int(epoch)
+            or bool(entry.get("released"))
+        )
 
     def _model_of(self, target: tuple[Assignment, ...]) -> str | None:
         """The canonical GPU model of a placement (the catalogue name the quotas use)."""

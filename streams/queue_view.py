@@ -35,7 +35,8 @@ def _region(s: Scheduler, region: str, now: int, limit: int) -> dict[str, Any]:
     preempting = [r for r in waiting if r.get("preempting")]
     rest = [r for r in waiting if not r.get("preempting")]
     ordered = [*preempting, *s.tenancy.fair_order(region, rest)]
-    reservation = s.tenancy.reservations.get(region)
+    hold = s.tenancy.reservations.get(region)
+    reservation = hold.reservation if hold is not None else None
     return {
         "free_gpus": sum(s.state.free_gpus(region).values()),
         "total_gpus": int(s.state.gpu_count[s.state.slots(region)].sum()),

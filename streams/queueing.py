@@ -78,10 +78,33 @@ def retry_region(s: Scheduler, region: str, *, max_refusals: int = 8) -> list[Ou
         if refused >= max_refusals:
             break
     if hold is not None:
-        s.tenancy.reservations[region] = hold.reservation
+        s.tenancy.reservations[region] = hold
     else:
         s.tenancy.reservations.pop(region, None)
     return out
+
+
+def respect_reservation(
+    s: Scheduler, routed: Mapping[str, Any], region: str, result: PlacementResult
+) -> tuple[PlacementResult, str, str]:
+    """An arriving job placed outside a retry pass keeps off the region's gang reservation too
+    (the one the last pass made, while its job still waits)."""
+    hold = s.tenancy.reservations.get(region)
+    if hold is None or hold.reservation.job_id not in s.queue or _harmless(s, result, hold):
+        return result, "", ""
+    with _holding(s, hold):
+        again, _, _ = s.propose(routed, region)
+    if again.placed:
+        return again, "", ""
+    return again, BACKFILL, _delays(s, hold)
+
+
+def _delays(s: Scheduler, hold: GangHold) -> str:
+    start = (hold.reservation.start_ms - s.clock()) / 1000
+    return (
+        f"backfill: would delay the gang reservation of {hold.reservation.job_id} "
+        f"(starts in ~{max(0.0, start):.0f}s)"
+    )
 
 
 def _try(
@@ -96,12 +119,7 @@ def _try(
         with _holding(s, hold):
             result, code, reason = s.propose(routed, region)
         if not result.placed:
-            start = (hold.reservation.start_ms - s.clock()) / 1000
-            why = (
-                f"backfill: would delay the gang reservation of {hold.reservation.job_id} "
-                f"(starts in ~{max(0.0, start):.0f}s)"
-            )
-            s.tenancy.wait(job_id, BACKFILL, why)
+            s.tenancy.wait(job_id, BACKFILL, _delays(s, hold))
             return [], BACKFILL
     placed = s.commit({**routed, "_retry": True}, result, time.perf_counter_ns())
     return ([placed] if placed is not None else []), ""

@@ -31,7 +31,7 @@ from scorer.tenancy import TenancyPolicy
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.preemption import Preemptions
-from streams.queueing import retry_region
+from streams.queueing import respect_reservation, retry_region
 from streams.recovery import rebuild_tables
 from streams.tenancy import CAPACITY, QUOTA, Tenancy, WithinOrder
 
@@ -246,6 +246,8 @@ class Scheduler:
             return []
         result, code, reason = self.propose(routed, region)
         if result.placed:
+            result, code, reason = respect_reservation(self, routed, region, result)
+        if result.placed:
             placed = self.commit(routed, result, started_ns)
             if placed is not None:
                 return [placed]
@@ -458,7 +460,8 @@ class Scheduler:
         if int(entry.get("epoch") or 0) != int(event.get("epoch") or 0):
             return []  # an older placement's report (e.g. a late EVICTED after the grace period)
         if entry.get("released"):  # replayed: the release is done, a requeue may not be
-            return self._requeue(job_id, entry, event) if kind == "EVICTED" else []
+            out = self._requeue(job_id, entry, event) if kind == "EVICTED" else []
+            return out + self.preemption.on_gone(job_id)
         out = self._end(job_id, entry, event if kind == "EVICTED" else None)
         return out + self.retry_queue(entry["region"])
 

@@ -27,7 +27,6 @@ from scorer import ClusterState, JobSpec
 from scorer.tenancy import (
     Cell,
     JobPriority,
-    Reservation,
     TenancyPolicy,
     admit,
     allowance_left,
@@ -190,7 +189,7 @@ class Tenancy:
         self.running: dict[str, Running] = {}
         self.claims: dict[str, Running] = {}  # preemptors: GPUs promised, not yet placed
         self.waits: dict[str, tuple[str, str]] = {}  # job_id -> (code, one line)
-        self.reservations: dict[str, Reservation] = {}  # region -> backfill reservation
+        self.reservations: dict[str, Any] = {}  # region -> GangHold (streams.queueing)
 
     # ---- jobs ---------------------------------------------------------------------------
     def priority(self, job: JobSpec) -> JobPriority | str:
