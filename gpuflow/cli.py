@@ -15,6 +15,7 @@ from rich.console import Console
 
 from gpuflow.commands.agent import agent
 from gpuflow.commands.jobs import submit, topics, watch
+from gpuflow.commands.queue import policy, queue
 from gpuflow.commands.replay import replay
 from gpuflow.commands.sql import sql
 from gpuflow.commands.up import up
@@ -38,6 +39,8 @@ app.command("topics")(topics)
 app.command("agent")(agent)
 app.command("sql")(sql)
 app.command("replay")(replay)
+app.command("queue")(queue)
+app.command("policy")(policy)
 
 
 @app.command("worker")

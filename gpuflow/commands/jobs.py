@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuflow.commands.common import fail, running_config
-from gpuflow.render import decision_line
+from gpuflow.render import LINES, decision_line
 from infra.config import Config
 from infra.jobspec import JobSpecError, job_record, load_job_file
 from infra.kafka import consumer, producer, topic_offsets
@@ -49,6 +49,13 @@ def submit(
     precision: Annotated[str | None, typer.Option(help="FP32 TF32 BF16 FP16 FP8 INT8.")] = None,
     params_b: Annotated[float | None, typer.Option(help="Model parameters, billions.")] = None,
     priority: Annotated[int | None, typer.Option(help="Higher runs first.")] = None,
+    priority_class: Annotated[
+        str | None,
+        typer.Option(
+            help="online-inference, urgent-training, batch, best-effort (or the policy's)."
+        ),
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Team the job's quota counts against.")] = None,
     duration: Annotated[float | None, typer.Option(help="Expected run time, s.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the decision.")] = 30.0,
     data_dir: Annotated[Path, typer.Option(help="Where `gpuflow up` runs.")] = Path("gpuflow-data"),
@@ -65,6 +72,8 @@ def submit(
         "precision": precision,
         "params_b": params_b,
         "priority": priority,
+        "priority_class": priority_class,
+        "tenant": tenant,
         "expected_duration_s": duration,
     }
     try:
@@ -117,7 +126,7 @@ def watch(
     kind: Annotated[
         str,
         typer.Argument(
-            help="placement, preemption, migration, bandwidth, "
+            help="placement, preemption, migration, advisory, bandwidth, "
             "deadletter, ... (a topic's last name part)"
         ),
     ] = "placement",
@@ -156,8 +165,9 @@ def _line(codec: Any, value: bytes | None) -> str:
         name, record = codec.decode(value)
     except DecodeError as exc:
         return f"[red]undecodable[/red] {exc}"
-    if name == "PlacementDecision":
-        return decision_line(record)
+    line = LINES.get(name)
+    if line is not None:
+        return line(record)
     return f"[cyan]{name}[/cyan] " + json.dumps(record, default=lambda b: b.hex()[:64])
 
 

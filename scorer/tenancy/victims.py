@@ -10,10 +10,11 @@ Who (`eligibility`), whole jobs only (a gang's GPUs all go, never half of them):
     while the tenant still borrows (never pushed further below nominal than one job).
 
 Cheapest (`select_victims`), lexicographic over the set:
-  1. GPUs taken from owners (borrowers first: borrowed quota was lent to be taken back),
-  2. work lost since the victims' last checkpoints (GPU-seconds),
-  3. GPUs evicted,
-  4. number of victims.
+  1. borrowers before owners: a set of borrowers only beats any set that takes an owner's job
+     (borrowed quota was lent on the promise it can be taken back),
+  2. least work lost since the victims' last checkpoints (GPU-seconds),
+  3. fewest GPUs evicted,
+  4. fewest victims.
 Candidate plans: per node (the victims on one node, cheapest first, until it can host the
 job) and one across the region (cheapest first until the job fits anywhere); each is pruned
 (`reprieve`: a victim whose survival still leaves a placement stays) and the cheapest wins.
@@ -103,7 +104,7 @@ def eligibility(
 
 
 def plan_cost(victims: Sequence[Candidate]) -> tuple[float, ...]:
-    owners = sum(v.gpus for v in victims if not v.borrowing)
+    owners = any(not v.borrowing for v in victims)
     return (
         float(owners),
         float(sum(v.lost_gpu_s for v in victims)),
