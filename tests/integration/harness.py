@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -51,21 +52,24 @@ class Running:
         return httpx.get(url, timeout=5).json()
 
 
-@pytest.fixture
-def running(config: Config) -> Iterator[Running]:
+@contextlib.contextmanager
+def start_running(config: Config, *, checkpoint_s: float = 1.0, **worker: Any) -> Iterator[Running]:
     """Worker + 1 Hz fleet (16 nodes over the demo fleet's 4 regions) + executor twin.
 
-    The regions are pinned one to a partition, as `gpuflow up` does.
+    The regions are pinned one to a partition, as `gpuflow up` does; `worker` overrides
+    worker settings (e.g. `policy_file`); `checkpoint_s`: the executor's on-demand checkpoint.
     """
     spec = demo_fleet()
     cfg = dataclasses.replace(
         config.with_regions(r.name for r in spec.regions),
-        worker=dataclasses.replace(config.worker, web_port=free_port(), stale_after_s=30.0),
+        worker=dataclasses.replace(
+            config.worker, web_port=free_port(), stale_after_s=30.0, **worker
+        ),
     )
     fleet = SimulatedFleet(spec, generate_nodes(spec, 16, seed=3), seed=3)
     run = Running(cfg, WorkerProcess(cfg).start(), fleet)
     run.spawn(run_fleet, cfg, fleet)
-    run.spawn(ExecutorTwin(cfg, time_scale=1.0).run)
+    run.spawn(ExecutorTwin(cfg, time_scale=1.0, checkpoint_s=checkpoint_s).run)
     try:
         yield run
     finally:
@@ -73,6 +77,13 @@ def running(config: Config) -> Iterator[Running]:
         for thread in run.threads:
             thread.join(15)
         run.worker.stop()
+
+
+@pytest.fixture
+def running(config: Config) -> Iterator[Running]:
+    """The default `start_running` stack."""
+    with start_running(config) as run:
+        yield run
 
 
 def submit_jobs(config: Config, jobs: list[dict[str, Any]], rate_per_s: float) -> None:
@@ -127,7 +138,7 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, every_s: float = 0
 
 
 def final_decisions(decisions: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """job_id -> every final (PLACED/REJECTED) decision seen for it."""
+    """job_id -> every final (PLACED/REJECTED) decision seen for it, all epochs."""
     out: dict[str, list[dict[str, Any]]] = {}
     for d in decisions:
         if d.get("outcome") in ("PLACED", "REJECTED"):
@@ -135,18 +146,33 @@ def final_decisions(decisions: list[dict[str, Any]]) -> dict[str, list[dict[str,
     return out
 
 
+def duplicated(decisions: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """(job_id, epoch) decided more than once: a job is decided once per placement epoch."""
+    seen: dict[tuple[str, int], int] = {}
+    for d in decisions:
+        if d.get("outcome") in ("PLACED", "REJECTED"):
+            key = (d["job_id"], int(d.get("epoch") or 0))
+            seen[key] = seen.get(key, 0) + 1
+    return {k: n for k, n in seen.items() if n > 1}
+
+
 def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
     """GPUs whose concurrent reservations exceed one whole GPU, from the logs alone.
 
-    A placement holds its GPUs from its decision's ts until the job's FINISHED event ts (the
-    placer only reuses GPUs after it consumed that event, so later decisions are later in ts).
+    A placement (job, epoch) holds its GPUs from its decision's ts until that epoch's end
+    event (FINISHED, FAILED or EVICTED) ts: the placer only reuses GPUs after it consumed that
+    event, so later decisions are later in ts.
     """
-    ends = {e["job_id"]: e["ts"] for e in events if e.get("type") in ("FINISHED", "FAILED")}
+    ends = {
+        (e["job_id"], int(e.get("epoch") or 0)): e["ts"]
+        for e in events
+        if e.get("type") in ("FINISHED", "FAILED", "EVICTED")
+    }
     spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
     for d in decisions:
         if d.get("outcome") != "PLACED":
             continue
-        end = ends.get(d["job_id"], 2**62)
+        end = ends.get((d["job_id"], int(d.get("epoch") or 0)), 2**62)
         for a in d["assignments"]:
             for gpu in a["gpu_indices"]:
                 spans.setdefault((a["node_id"], gpu), []).append((d["ts"], end, a["gpu_milli"]))
