@@ -48,6 +48,7 @@ class Preemptions:
     def __init__(self, scheduler: Scheduler) -> None:
         self.s = scheduler
         self.targeted: dict[str, str] = {}  # victim -> preemptor
+        scheduler.tenancy.leaving = self.targeted
 
     @property
     def policy(self) -> Any:

@@ -190,6 +190,9 @@ class Tenancy:
         self.claims: dict[str, Running] = {}  # preemptors: GPUs promised, not yet placed
         self.waits: dict[str, tuple[str, str]] = {}  # job_id -> (code, one line)
         self.reservations: dict[str, Any] = {}  # region -> GangHold (streams.queueing)
+        # victims of pending preemptions (-> their preemptor): committed to leave, so their
+        # GPUs count for their preemptor's claim, not for them (kept by `Preemptions`)
+        self.leaving: Mapping[str, str] = {}
 
     # ---- jobs ---------------------------------------------------------------------------
     def priority(self, job: JobSpec) -> JobPriority | str:
@@ -249,16 +252,21 @@ class Tenancy:
             self.running[job_id] = dataclasses.replace(run, checkpoint_ms=at_ms)
 
     # ---- usage and quota ----------------------------------------------------------------
+    def holding(self) -> list[Running]:
+        """What counts against quotas and shares: running jobs not leaving, and claims."""
+        staying = [r for r in self.running.values() if r.job_id not in self.leaving]
+        return [*staying, *self.claims.values()]
+
     def usage(self) -> dict[Cell, int]:
         out: dict[Cell, int] = {}
-        for run in (*self.running.values(), *self.claims.values()):
+        for run in self.holding():
             cell = (run.tenant, run.region, run.gpu_class)
             out[cell] = out.get(cell, 0) + run.milli
         return out
 
     def protected(self) -> dict[tuple[str, str], int]:
         out: dict[tuple[str, str], int] = {}
-        for run in (*self.running.values(), *self.claims.values()):
+        for run in self.holding():
             if run.protected:
                 out[(run.tenant, run.region)] = out.get((run.tenant, run.region), 0) + run.milli
         return out
@@ -329,7 +337,7 @@ class Tenancy:
 
     def shares(self, region: str) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        for run in (*self.running.values(), *self.claims.values()):
+        for run in self.holding():
             if run.region == region:
                 vec = np.array([run.milli / MILLI, run.cpu_milli, run.memory_mib], float)
                 out[run.tenant] = out.get(run.tenant, np.zeros(3)) + vec
