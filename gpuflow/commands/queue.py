@@ -184,6 +184,10 @@ def _waiting(jobs: Sequence[Mapping[str, Any]], more: int) -> Table:
     return table
 
 
+def _limit(value: float | None) -> str:
+    return "unlimited" if value is None else f"{value:g}"
+
+
 def policy(
     path: Annotated[Path, typer.Argument(help="The tenancy policy file (YAML) to check.")],
 ) -> None:
@@ -214,7 +218,7 @@ def policy(
         for q in t.quotas or ():
             table.add_row(
                 t.name, t.cohort or "-", f"{t.weight:g}", q.region, q.gpu_class, f"{q.nominal:g}",
-                "unlimited" if q.borrowing_limit is None else f"{q.borrowing_limit:g}",
+                _limit(q.borrowing_limit) if t.cohort else "no cohort",
                 "nominal" if t.non_preemptible_gpus is None else f"{t.non_preemptible_gpus:g}",
             )  # fmt: skip
     console.print(table)
