@@ -27,12 +27,13 @@ from scorer.tenancy import (
     Candidate,
     JobPriority,
     VictimPlan,
+    borrowed,
     eligibility,
     select_victims,
 )
 from streams.convert import assignment_records, parse_assignments
 from streams.outbox import Outgoing, new_event_id, outgoing
-from streams.tenancy import HOLD, PREEMPTING, Running
+from streams.tenancy import HOLD, PREEMPTING, Running, entry_priority
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
@@ -49,6 +50,7 @@ class Preemptions:
         self.s = scheduler
         self.targeted: dict[str, str] = {}  # victim -> preemptor
         scheduler.tenancy.leaving = self.targeted
+        self._fruitless: dict[str, int] = {}  # job -> tenancy version its search found nothing
 
     @property
     def policy(self) -> Any:
@@ -63,13 +65,18 @@ class Preemptions:
         prio = self.s.tenancy.priority(spec)
         if isinstance(prio, str):
             return []
+        version = self.s.tenancy.version
+        if self._fruitless.get(spec.job_id) == version:
+            return []  # nothing started or stopped since its last search found no victims
         best: tuple[VictimPlan, str | None] | None = None
         for cls, models in self._classes(spec, region):
             plan = self._search(spec, prio, region, cls, models)
             if plan is not None and (best is None or plan.cost < best[0].cost):
                 best = (plan, cls)
         if best is None:
+            self._fruitless[spec.job_id] = version
             return []
+        self._fruitless.pop(spec.job_id, None)
         return self._commit(routed, region, spec, prio, *best)
 
     def _classes(
@@ -104,12 +111,16 @@ class Preemptions:
         candidates: list[Candidate] = []
         slack: dict[str, int] = {}
         now = self.s.clock()
+        lent_by_cell: dict[tuple[str, str], int] = {}
         for run in tenancy.running.values():
             if run.region != region or run.job_id in self.targeted:
                 continue
             if cls is not None and run.gpu_class != cls:
                 continue
-            lent = tenancy.borrowing(usage, run)
+            cell = (run.tenant, run.gpu_class)
+            if cell not in lent_by_cell:
+                lent_by_cell[cell] = tenancy.borrowing(usage, run)
+            lent = lent_by_cell[cell]
             victim_cohort = (tenancy.policy.tenant(run.tenant) or _NO_TENANT).cohort
             cause = eligibility(
                 preemptor_tenant=spec.tenant,
@@ -233,6 +244,7 @@ class Preemptions:
         s.tenancy.claims[job_id] = claim
         for victim in victims:
             self.targeted[victim] = job_id
+        s.tenancy.invalidate()
         self._rehold(job_id)
         names = ", ".join(victims)
         s.tenancy.wait(job_id, PREEMPTING, f"preempting {names}; placed when they stop")
@@ -360,15 +372,51 @@ class Preemptions:
         """Waiting jobs that may preempt (or reclaim), a few per tick, in fair order."""
         if not self.policy.enabled:
             return []
+        tenancy = self.s.tenancy
+        lowest = min(
+            (r.priority for r in tenancy.running.values()
+             if r.region == region and r.preemptible and r.job_id not in self.targeted),
+            default=None,
+        )  # fmt: skip
+        if lowest is None:
+            return []  # nobody to evict
+        reclaim = tenancy.policy.quotas_enabled and self.policy.reclaim != "never"
         waiting = [
-            r for r in self.s.queue.values() if r["region"] == region and not r.get("preempting")
-        ]
+            r for r in self.s.queue.values()
+            if r["region"] == region and not r.get("preempting")
+            and (reclaim or entry_priority(r) > lowest)
+        ]  # fmt: skip
         out: list[Outgoing] = []
-        for tries, routed in enumerate(self.s.tenancy.fair_order(region, waiting)):
-            if tries >= self.policy.searches_per_tick:
-                break
-            out.extend(self.try_preempt(routed, region))
+        with tenancy.one_pass():
+            tries = 0
+            for routed in tenancy.fair_order(region, waiting):
+                if tries >= self.policy.searches_per_tick:
+                    break
+                if self._fruitless.get(routed["job"]["job_id"]) == tenancy.version:
+                    continue  # searched since anything last changed
+                if entry_priority(routed) <= lowest and not self._may_reclaim(routed, region):
+                    continue
+                tries += 1
+                out.extend(self.try_preempt(routed, region))
         return out
+
+    def _may_reclaim(self, routed: Mapping[str, Any], region: str) -> bool:
+        """Within nominal in some class where a cohort member borrows (a cheap pre-check)."""
+        tenancy = self.s.tenancy
+        job = routed["job"]
+        tenant = str(job.get("tenant", "default"))
+        me = tenancy.policy.tenant(tenant)
+        if me is None or me.cohort is None:
+            return False
+        usage = tenancy.usage()
+        need = int(job.get("gpu_count", 1)) * int(job.get("gpu_milli", 1000))
+        others = [m.name for m in tenancy.policy.cohort_members(me.cohort) if m.name != tenant]
+        for cls in tenancy.classes_in(region):
+            if not tenancy.within_nominal(tenant, region, cls, need, usage):
+                continue
+            if any(borrowed(tenancy.policy, usage, o, region, cls) for o in others):
+                return True
+        return False
 
     def restore(self) -> None:
         """After a rebuild: who is targeted, what is claimed, what is held. A victim whose

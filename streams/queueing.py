@@ -47,21 +47,32 @@ def _whole_gpus(job: Mapping[str, Any]) -> int:
     return int(job.get("gpu_count", 1)) if int(job.get("gpu_milli", 1000)) >= 1000 else 0
 
 
+_HEAD_TRIES = 2  # jobs per pass that may try for the reservation (the first may wait on quota)
+
+
 def retry_region(s: Scheduler, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
     waiting = [r for r in s.queue.values() if r["region"] == region and not r.get("preempting")]
     if not waiting:
         s.tenancy.reservations.pop(region, None)
         return []
+    with s.tenancy.one_pass():
+        return _pass(s, region, waiting, max_refusals)
+
+
+def _pass(
+    s: Scheduler, region: str, waiting: list[Mapping[str, Any]], max_refusals: int
+) -> list[Outgoing]:
     backfill = s.tenancy.policy.backfill.enabled
     free = sum(s.state.free_gpus(region).values())
     order = s.tenancy.fair_order(region, waiting)
     out: list[Outgoing] = []
     hold: GangHold | None = None
-    refused = 0
+    refused, head_tries = 0, _HEAD_TRIES if backfill else 0
     for routed in order:
         job_id, need = routed["job"]["job_id"], _whole_gpus(routed["job"])
         if need > free:
-            if backfill and hold is None:
+            if hold is None and head_tries > 0:
+                head_tries -= 1
                 hold = reserve(s, routed, region)
             elif not (hold and hold.reservation.job_id == job_id):
                 s.tenancy.wait(job_id, CAPACITY, f"needs {need} GPUs, {free} free in {region}")
@@ -73,7 +84,8 @@ def retry_region(s: Scheduler, region: str, *, max_refusals: int = 8) -> list[Ou
             order.placed(routed)
             continue
         refused += 1
-        if backfill and hold is None and code == CAPACITY:
+        if hold is None and head_tries > 0 and code == CAPACITY:
+            head_tries -= 1
             hold = reserve(s, routed, region)
         if refused >= max_refusals:
             break

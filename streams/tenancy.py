@@ -14,9 +14,11 @@ Policy is `scorer.tenancy` (pure); this module keeps the state it needs and asks
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
 import math
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,14 +136,16 @@ class _Fair:
 
     tenancy: Tenancy
     region: str
-    by_tenant: dict[str, list[Mapping[str, Any]]]
+    by_tenant: dict[str, deque[Mapping[str, Any]]]
     usage: dict[str, np.ndarray]
     capacity: np.ndarray
     heap: list[tuple[float, str]] = field(default_factory=list)
+    shares: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for tenant in self.by_tenant:
-            heapq.heappush(self.heap, (self._share(tenant), tenant))
+            self.shares[tenant] = self._share(tenant)
+            heapq.heappush(self.heap, (self.shares[tenant], tenant))
 
     def _share(self, tenant: str) -> float:
         use = self.usage.get(tenant, np.zeros(3))
@@ -153,10 +157,9 @@ class _Fair:
             jobs = self.by_tenant[tenant]
             if not jobs:
                 continue
-            job = jobs.pop(0)
-            yield job
-            if jobs:
-                heapq.heappush(self.heap, (self._share(tenant), tenant))
+            yield jobs.popleft()
+            if jobs:  # ranked again with its share as it is now (`placed` may have grown it)
+                heapq.heappush(self.heap, (self.shares[tenant], tenant))
 
     def placed(self, routed: Mapping[str, Any]) -> None:
         """A job started: its tenant's share grows before its next job is ranked."""
@@ -164,8 +167,7 @@ class _Fair:
         tenant = str(job.get("tenant", "default"))
         vector = np.array(_resources(job), float)
         self.usage[tenant] = self.usage.get(tenant, np.zeros(3)) + vector
-        self.heap = [(self._share(t), t) for _, t in self.heap]
-        heapq.heapify(self.heap)
+        self.shares[tenant] = self._share(tenant)
 
 
 def _resources(job: Mapping[str, Any]) -> tuple[float, float, float]:
@@ -193,6 +195,21 @@ class Tenancy:
         # victims of pending preemptions (-> their preemptor): committed to leave, so their
         # GPUs count for their preemptor's claim, not for them (kept by `Preemptions`)
         self.leaving: Mapping[str, str] = {}
+        self._memo: dict[Any, Any] | None = None  # within one pass (`one_pass`)
+        self.version = 0  # bumps whenever a placement is booked or forgotten
+
+    @contextlib.contextmanager
+    def one_pass(self) -> Iterator[None]:
+        """Within a retry pass usage and the GPU classes of a region are computed once (usage
+        is kept up to date as jobs are booked); claims and victims do not change in a pass."""
+        outer = self._memo is not None
+        if not outer:
+            self._memo = {}
+        try:
+            yield
+        finally:
+            if not outer:
+                self._memo = None
 
     # ---- jobs ---------------------------------------------------------------------------
     def priority(self, job: JobSpec) -> JobPriority | str:
@@ -241,10 +258,26 @@ class Tenancy:
         )
         self.running[job.job_id] = run
         self.claims.pop(job.job_id, None)
+        self._booked(run, +1)
         return run
 
     def forget(self, job_id: str) -> Running | None:
-        return self.running.pop(job_id, None)
+        run = self.running.pop(job_id, None)
+        if run is not None:
+            self._booked(run, -1)
+        return run
+
+    def invalidate(self) -> None:
+        """Claims or victims changed inside a pass: recompute usage on the next ask."""
+        if self._memo is not None:
+            self._memo.pop("usage", None)
+
+    def _booked(self, run: Running, sign: int) -> None:
+        self.version += 1
+        cached = self._memo.get("usage") if self._memo is not None else None
+        if cached is not None:
+            cell = (run.tenant, run.region, run.gpu_class)
+            cached[cell] = cached.get(cell, 0) + sign * run.milli
 
     def checkpointed(self, job_id: str, at_ms: int) -> None:
         run = self.running.get(job_id)
@@ -258,6 +291,13 @@ class Tenancy:
         return [*staying, *self.claims.values()]
 
     def usage(self) -> dict[Cell, int]:
+        if self._memo is None:
+            return self._usage()
+        if "usage" not in self._memo:
+            self._memo["usage"] = self._usage()
+        return dict(self._memo["usage"])
+
+    def _usage(self) -> dict[Cell, int]:
         out: dict[Cell, int] = {}
         for run in self.holding():
             cell = (run.tenant, run.region, run.gpu_class)
@@ -273,6 +313,14 @@ class Tenancy:
 
     def classes_in(self, region: str) -> dict[str, tuple[str, ...]]:
         """GPU class -> models of it present in a region."""
+        if self._memo is None:
+            return self._classes_in(region)
+        key = ("classes", region)
+        if key not in self._memo:
+            self._memo[key] = self._classes_in(region)
+        return dict(self._memo[key])
+
+    def _classes_in(self, region: str) -> dict[str, tuple[str, ...]]:
         slots = self.state.slots(region)
         models = {self.state.models[int(m)] for m in np.unique(self.state.model[slots])}
         out: dict[str, list[str]] = {}
@@ -312,8 +360,15 @@ class Tenancy:
             )
         return Gate(tuple(t for t, _ in tiers), tuple(b for _, b in tiers))
 
-    def within_nominal(self, tenant: str, region: str, gpu_class: str, need: int) -> bool:
-        usage = self.usage()
+    def within_nominal(
+        self,
+        tenant: str,
+        region: str,
+        gpu_class: str,
+        need: int,
+        usage: Mapping[Cell, int] | None = None,
+    ) -> bool:
+        usage = self.usage() if usage is None else usage
         used = usage.get((tenant, region, gpu_class), 0)
         return used + need <= nominal_of(self.policy, tenant, region, gpu_class)
 
@@ -347,7 +402,7 @@ class Tenancy:
         by_tenant: dict[str, list[Mapping[str, Any]]] = {}
         for routed in waiting:
             by_tenant.setdefault(str(routed["job"].get("tenant", "default")), []).append(routed)
-        ordered = {t: list(self.within_order(jobs)) for t, jobs in sorted(by_tenant.items())}
+        ordered = {t: deque(self.within_order(jobs)) for t, jobs in sorted(by_tenant.items())}
         return _Fair(self, region, ordered, self.shares(region), self.capacity(region))
 
     # ---- reasons ------------------------------------------------------------------------

@@ -20,21 +20,18 @@ import numpy as np
 __all__ = ["RESOURCES", "dominant_share", "dominant_shares", "drf_allocation", "fair_next"]
 
 RESOURCES = ("gpu", "cpu", "memory")
+Vector = Sequence[float] | np.ndarray  # one amount per resource
 
 
-def dominant_share(
-    usage: Sequence[float] | np.ndarray, capacity: Sequence[float] | np.ndarray, weight: float = 1.0
-) -> float:
-    use, cap = np.asarray(usage, float), np.asarray(capacity, float)
-    has = cap > 0
-    if not has.any():
-        return 0.0
-    return float((use[has] / cap[has]).max()) / max(weight, 1e-12)
+def dominant_share(usage: Vector, capacity: Vector, weight: float = 1.0) -> float:
+    # a handful of resources: plain Python beats numpy's per-call overhead here
+    shares = [float(u) / float(c) for u, c in zip(usage, capacity, strict=True) if c > 0]
+    return max(shares, default=0.0) / max(weight, 1e-12)
 
 
 def dominant_shares(
-    usage: Mapping[str, Sequence[float]],
-    capacity: Sequence[float],
+    usage: Mapping[str, Vector],
+    capacity: Vector,
     weights: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     weights = weights or {}
@@ -48,8 +45,8 @@ def fair_next(shares: Mapping[str, float], candidates: Iterable[str]) -> str | N
 
 
 def drf_allocation(
-    demand: Mapping[str, Sequence[float]],
-    capacity: Sequence[float],
+    demand: Mapping[str, Vector],
+    capacity: Vector,
     weights: Mapping[str, float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Weighted fluid DRF by progressive filling: tenant -> allocated resource vector.

@@ -199,9 +199,17 @@ def select_victims(
     search = _Search(feasible, free, chunk, need, slack or {}, max_victims, max_checks)
     ordered = sorted(candidates, key=lambda c: c.key)
     plans: list[VictimPlan] = []
-    nodes = sorted({n for c in candidates for n in c.node_gpus})
-    for node in nodes:
+    # nodes in order of what their cheapest sufficient-looking prefix costs: once a plan is as
+    # cheap as the next node's prefix, the nodes after it cannot do better (bounded search)
+    per_node = []
+    for node in sorted({n for c in candidates for n in c.node_gpus}):
         on_node = [c for c in ordered if c.node_gpus.get(node, 0) > 0]
+        bound = _prefix_cost(on_node, search.node_room(node))
+        if bound is not None:
+            per_node.append((bound, node, on_node))
+    for bound, node, on_node in sorted(per_node, key=lambda x: (x[0], x[1])):
+        if plans and min(p.cost for p in plans) <= bound:
+            break
         plan = search.grow(on_node, search.node_room(node))
         if plan is not None:
             plans.append(plan)
@@ -209,3 +217,15 @@ def select_victims(
     if spread is not None:
         plans.append(spread)
     return min(plans, key=lambda p: p.cost) if plans else None
+
+
+def _prefix_cost(
+    ordered: Sequence[Candidate], room: Callable[[list[Candidate]], bool]
+) -> tuple[float, ...] | None:
+    """Cost of the cheapest-first prefix that passes the room pre-check (None: none does)."""
+    chosen: list[Candidate] = []
+    for cand in ordered:
+        chosen.append(cand)
+        if room(chosen):
+            return plan_cost(chosen)
+    return None

@@ -9,7 +9,7 @@ POLICY = ProtectionPolicy(
 )
 
 
-def gpu(index: int, bw: float, *, ecc: int = 0, xids: tuple[int, ...] = ()) -> dict:  # type: ignore[type-arg]
+def gpu(index: int, bw: float, *, ecc: int = 0, xids: tuple[int, ...] = ()) -> dict:
     return {"index": index, "mem_bw_util_pct": bw, "ecc_errors": ecc, "xid_events": list(xids)}
 
 

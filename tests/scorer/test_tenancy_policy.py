@@ -19,7 +19,7 @@ from scorer.tenancy import (
     resolve_priority,
 )
 
-POLICY = {
+POLICY: dict[str, Any] = {
     "gpu_classes": {"hopper": ["H100", "H200"]},
     "tenants": {
         "vision": {

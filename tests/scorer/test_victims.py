@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scorer.tenancy import PRIORITY, RECLAIM, Candidate, eligibility, plan_cost, select_victims
 
 
-def fits(free: Mapping[str, float], chunk: float):  # type: ignore[no-untyped-def]
+def fits(free: Mapping[str, float], chunk: float):
     def feasible(victims: tuple[Candidate, ...]) -> str | None:
         for node in sorted(free):
             freed = sum(v.node_gpus.get(node, 0) for v in victims)
@@ -28,7 +28,7 @@ def fits(free: Mapping[str, float], chunk: float):  # type: ignore[no-untyped-de
 
 def cand(
     job: str, node: str, gpus: int, lost: float, *, borrowing: bool = False, **kw
-) -> Candidate:  # type: ignore[no-untyped-def]
+) -> Candidate:
     return Candidate(job, kw.pop("tenant", "t"), kw.pop("priority", 0), gpus, gpus * 1000,
                      {node: gpus}, lost, borrowing, **kw)  # fmt: skip
 
@@ -69,7 +69,7 @@ RECLAIMING = {**BORROWER, "preemptor_within_nominal": True}
           "preemptor_within_nominal": True, "victim_preemptible": False}, None),
     ],
 )  # fmt: skip
-def test_eligibility(kw: dict, expected: str | None) -> None:  # type: ignore[type-arg]
+def test_eligibility(kw: dict, expected: str | None) -> None:
     args = {
         "preemptor_tenant": "me",
         "preemptor_priority": 100,
