@@ -1,11 +1,12 @@
 """Preemption mechanism: search victims, emit one PreemptionDecision per victim, hold the GPUs
 for the preemptor, place it once every victim is gone (or the grace period ends).
 
-Policy (who may be evicted, which set is cheapest) is `scorer.tenancy.victims`; this module
-commits it. A preemptor's pending state lives in its queue entry (`preempting`: victims and
-their epochs, those gone, the target GPUs, the deadline), so it survives a restart with the
-queue table; the GPUs of the target that are free are held in the arrays under `hold:<job>`
-(recomputed on every change, never in the reservations table), so no other job takes them.
+Policy (who may be evicted, which set is cheapest) is `scorer.tenancy.victims`, asked by
+`streams.victim_search`; this module commits it. A preemptor's pending state lives in its
+queue entry (`preempting`: victims and their epochs, those gone, the target GPUs, the
+deadline), so it survives a restart with the queue table; the GPUs of the target that are
+free are held in the arrays under `hold:<job>` (recomputed on every change, never in the
+reservations table), so no other job takes them.
 
     waiting job cannot be placed -> victims chosen -> PreemptionDecision x N, QUEUED(PREEMPTING)
     executor reports EVICTED (or FINISHED) for each victim -> its GPUs join the hold,
@@ -22,18 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from infra.topics import DECISIONS_PREEMPTION
 from scorer import Assignment, JobSpec, PlacementResult, ReservationError
-from scorer.tenancy import (
-    RECLAIM,
-    Candidate,
-    JobPriority,
-    VictimPlan,
-    borrowed,
-    eligibility,
-    select_victims,
-)
+from scorer.tenancy import RECLAIM, Candidate, JobPriority, VictimPlan
 from streams.convert import assignment_records, parse_assignments
+from streams.fairness import entry_priority
 from streams.outbox import Outgoing, new_event_id, outgoing
-from streams.tenancy import HOLD, PREEMPTING, Running, entry_priority
+from streams.tenancy import HOLD, PREEMPTING
+from streams.victim_search import VictimSearch
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
@@ -51,6 +46,7 @@ class Preemptions:
         self.targeted: dict[str, str] = {}  # victim -> preemptor
         scheduler.tenancy.leaving = self.targeted
         self._fruitless: dict[str, int] = {}  # job -> tenancy version its search found nothing
+        self.search = VictimSearch(scheduler, self.targeted)
 
     @property
     def policy(self) -> Any:
@@ -69,8 +65,8 @@ class Preemptions:
         if self._fruitless.get(spec.job_id) == version:
             return []  # nothing started or stopped since its last search found no victims
         best: tuple[VictimPlan, str | None] | None = None
-        for cls, models in self._classes(spec, region):
-            plan = self._search(spec, prio, region, cls, models)
+        for cls, models in self.search.classes(spec, region):
+            plan = self.search.run(spec, prio, region, cls, models)
             if plan is not None and (best is None or plan.cost < best[0].cost):
                 best = (plan, cls)
         if best is None:
@@ -78,135 +74,6 @@ class Preemptions:
             return []
         self._fruitless.pop(spec.job_id, None)
         return self._commit(routed, region, spec, prio, *best)
-
-    def _classes(
-        self, spec: JobSpec, region: str
-    ) -> list[tuple[str | None, tuple[str, ...] | None]]:
-        """Quota cells to search one by one (quotas count per GPU class); one search without."""
-        if not self.s.tenancy.policy.quotas_enabled:
-            return [(None, None)]
-        allowed = set(spec.allowed_gpu_models)
-        return [
-            (cls, models)
-            for cls, models in self.s.tenancy.classes_in(region).items()
-            if not allowed or allowed & set(models)
-        ]
-
-    def _search(
-        self,
-        spec: JobSpec,
-        prio: JobPriority,
-        region: str,
-        cls: str | None,
-        models: tuple[str, ...] | None,
-    ) -> VictimPlan | None:
-        tenancy = self.s.tenancy
-        usage = tenancy.usage()
-        need = spec.gpu_count * spec.gpu_milli
-        quotas = tenancy.policy.quotas_enabled
-        within = (
-            quotas and cls is not None and tenancy.within_nominal(spec.tenant, region, cls, need)
-        )
-        cohort = (tenancy.policy.tenant(spec.tenant) or _NO_TENANT).cohort
-        candidates: list[Candidate] = []
-        slack: dict[str, int] = {}
-        now = self.s.clock()
-        lent_by_cell: dict[tuple[str, str], int] = {}
-        for run in tenancy.running.values():
-            if run.region != region or run.job_id in self.targeted:
-                continue
-            if cls is not None and run.gpu_class != cls:
-                continue
-            cell = (run.tenant, run.gpu_class)
-            if cell not in lent_by_cell:
-                lent_by_cell[cell] = tenancy.borrowing(usage, run)
-            lent = lent_by_cell[cell]
-            victim_cohort = (tenancy.policy.tenant(run.tenant) or _NO_TENANT).cohort
-            cause = eligibility(
-                preemptor_tenant=spec.tenant,
-                preemptor_priority=prio.value,
-                victim_tenant=run.tenant,
-                victim_priority=run.priority,
-                victim_preemptible=run.preemptible,
-                quotas=quotas,
-                same_cohort=cohort is not None and cohort == victim_cohort,
-                victim_borrowing=lent > 0,
-                preemptor_within_nominal=within,
-                reclaim=self.policy.reclaim,
-            )
-            if cause is None:
-                continue
-            if quotas and run.tenant != spec.tenant:
-                slack[run.tenant] = lent
-            candidates.append(self._candidate(run, now, lent > 0, cause))
-        if not candidates:
-            return None
-        target = spec if models is None else self.s.restrict(spec, models)
-        if target is None:
-            return None
-        whole = spec.gpu_milli >= 1000
-        tp = max(1, spec.tensor_parallel)
-        chunk = (spec.gpu_count if spec.gpu_count <= tp else tp) if whole else 0
-        return select_victims(
-            candidates,
-            lambda victims: self._feasible(target, region, cls, victims),
-            free=self._free_whole(region),
-            chunk=chunk,
-            need=spec.gpu_count if whole else 0,
-            slack=slack,
-            max_victims=self.policy.max_victims,
-        )
-
-    def _candidate(self, run: Running, now: int, borrowing: bool, cause: str) -> Candidate:
-        held = self.s.state.reservation(run.job_id) or ()
-        per_node: dict[str, float] = {}
-        for a in held:
-            per_node[a.node_id] = (
-                per_node.get(a.node_id, 0) + len(a.gpu_indices) * a.gpu_milli / 1000
-            )
-        return Candidate(
-            job_id=run.job_id,
-            tenant=run.tenant,
-            priority=run.priority,
-            gpus=run.milli / 1000,
-            milli=run.milli,
-            node_gpus=per_node,
-            lost_gpu_s=run.unsaved_s(now) * run.milli / 1000,
-            borrowing=borrowing,
-            cause=cause,
-            started_ms=run.started_ms,
-        )
-
-    def _free_whole(self, region: str) -> dict[str, float]:
-        st = self.s.state
-        slots = st.slots(region)
-        ok = slots[st.node_ok[slots]]
-        return {st.spec(int(i)).node_id: float(st.free_whole[int(i)]) for i in ok}
-
-    def _feasible(
-        self, spec: JobSpec, region: str, cls: str | None, victims: tuple[Candidate, ...]
-    ) -> PlacementResult | None:
-        """Tentatively release the victims; the placement the job would get (quota too)."""
-        st, tenancy = self.s.state, self.s.tenancy
-        held = {v.job_id: st.reservation(v.job_id) for v in victims}
-        for job_id in held:
-            st.release(job_id)
-        try:
-            if cls is not None:
-                usage = tenancy.usage()
-                for v in victims:
-                    run = tenancy.running[v.job_id]
-                    cell = (run.tenant, run.region, run.gpu_class)
-                    usage[cell] = usage.get(cell, 0) - run.milli
-                gate = tenancy.gate(spec, region, usage)
-                if not gate.tiers:
-                    return None
-            result = self.s.placer.place(spec, region)
-            return result if result.placed else None
-        finally:
-            for job_id, assignments in held.items():
-                if assignments:
-                    st.reserve(job_id, assignments)
 
     def _commit(
         self,
@@ -394,29 +261,11 @@ class Preemptions:
                     break
                 if self._fruitless.get(routed["job"]["job_id"]) == tenancy.version:
                     continue  # searched since anything last changed
-                if entry_priority(routed) <= lowest and not self._may_reclaim(routed, region):
+                if entry_priority(routed) <= lowest and not self.search.may_reclaim(routed, region):
                     continue
                 tries += 1
                 out.extend(self.try_preempt(routed, region))
         return out
-
-    def _may_reclaim(self, routed: Mapping[str, Any], region: str) -> bool:
-        """Within nominal in some class where a cohort member borrows (a cheap pre-check)."""
-        tenancy = self.s.tenancy
-        job = routed["job"]
-        tenant = str(job.get("tenant", "default"))
-        me = tenancy.policy.tenant(tenant)
-        if me is None or me.cohort is None:
-            return False
-        usage = tenancy.usage()
-        need = int(job.get("gpu_count", 1)) * int(job.get("gpu_milli", 1000))
-        others = [m.name for m in tenancy.policy.cohort_members(me.cohort) if m.name != tenant]
-        for cls in tenancy.classes_in(region):
-            if not tenancy.within_nominal(tenant, region, cls, need, usage):
-                continue
-            if any(borrowed(tenancy.policy, usage, o, region, cls) for o in others):
-                return True
-        return False
 
     def restore(self) -> None:
         """After a rebuild: who is targeted, what is claimed, what is held. A victim whose
@@ -465,11 +314,3 @@ class Preemptions:
             except KeyError:
                 continue
         return None
-
-
-@dataclasses.dataclass(frozen=True)
-class _NoTenant:
-    cohort: str | None = None
-
-
-_NO_TENANT = _NoTenant()

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from scorer.tenancy import borrowed, limit_of, nominal_of
-from streams.tenancy import CAPACITY, PREEMPTING, entry_priority
+from streams.fairness import entry_priority
+from streams.tenancy import CAPACITY, PREEMPTING
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler

@@ -29,17 +29,18 @@ from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
 from scorer import ClusterState, JobSpec, PlacementResult, Placer, ReservationError, rank_regions
 from scorer.tenancy import TenancyPolicy
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
+from streams.fairness import WithinOrder
+from streams.lifecycle import force_evict, on_job_event
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.preemption import Preemptions
 from streams.queueing import respect_reservation, retry_region
 from streams.recovery import rebuild_tables
-from streams.tenancy import CAPACITY, QUOTA, Tenancy, WithinOrder
+from streams.tenancy import CAPACITY, QUOTA, Tenancy
+from streams.waiting import CAPACITY_TEXT, annotate, enqueue, final_id, queued_decision
 
 __all__ = ["Scheduler"]
 
 log = logging.getLogger(__name__)
-
-_CAPACITY_TEXT = "no free capacity now; waiting in the region queue"
 
 
 def _merge_counts(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
@@ -47,11 +48,6 @@ def _merge_counts(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
     for key, value in b.items():
         out[key] = out.get(key, 0) + int(value)
     return out
-
-
-def _final_id(job_id: str, tag: str, epoch: int) -> str:
-    """Deterministic decision ids: `job:tag` for the first epoch (as before), `job:tag:N` after."""
-    return new_event_id(job_id, tag) if epoch == 0 else new_event_id(job_id, tag, str(epoch))
 
 
 class Scheduler:
@@ -234,7 +230,7 @@ class Scheduler:
         if result is None:
             why = "quota: none of the job's allowed GPU models has quota here"
             return PlacementResult(placed=False, reasons=(why,)), QUOTA, why
-        return result, CAPACITY, _CAPACITY_TEXT
+        return result, CAPACITY, CAPACITY_TEXT
 
     # -- placement ----------------------------------------------------------------------------
 
@@ -281,7 +277,7 @@ class Scheduler:
         record = decision_record(
             job,
             "PLACED",
-            event_id=_final_id(job_id, "final", epoch),
+            event_id=final_id(job_id, "final", epoch),
             ts=now,
             submitted_ts=int(routed["submitted_ts"]),
             attempt=int(routed["attempt"]),
@@ -294,7 +290,7 @@ class Scheduler:
             spec, record["region"], result.gpu_model, now_ms=now,
             expected_s=result.expected_duration_s, epoch=epoch,
         )  # fmt: skip
-        self._annotate(record, routed, run.class_name)
+        annotate(record, routed, run.class_name)
         self.reservations[job_id] = {
             "region": record["region"],
             "assignments": record["assignments"],
@@ -315,11 +311,6 @@ class Scheduler:
             region=record["region"],
             partition_of=self.partition_of,
         )
-
-    def _annotate(self, record: dict[str, Any], routed: Mapping[str, Any], cls: str) -> None:
-        record["epoch"] = self.epoch_of(routed)
-        record["priority_class"] = cls
-        record["queued_ts"] = int(routed.get("queued_ts") or routed["submitted_ts"])
 
     def _refused(
         self,
@@ -375,40 +366,12 @@ class Scheduler:
 
     def enqueue(self, routed: Mapping[str, Any], code: str, reason: str) -> Outgoing:
         """Put a job in its region's queue; the QUEUED decision saying why it waits."""
-        spec = self.spec_of(routed)
-        prio = self.tenancy.priority(spec)
-        entry = {
-            **{k: v for k, v in routed.items() if not k.startswith("_")},
-            "queued_ts": int(routed.get("queued_ts") or self.clock()),
-            "prio": prio.value if not isinstance(prio, str) else spec.priority,
-        }
-        self.queue[spec.job_id] = entry
-        self.tenancy.wait(spec.job_id, code, reason)
-        return self.queued_decision(entry, code, reason)
+        return enqueue(self, routed, code, reason)
 
     def queued_decision(
         self, entry: Mapping[str, Any], code: str, reason: str, *, tag: str = "queued"
     ) -> Outgoing:
-        job, region = entry["job"], entry["region"]
-        record = decision_record(
-            job,
-            "QUEUED",
-            event_id=_final_id(job["job_id"], tag, self.epoch_of(entry)),
-            ts=self.clock(),
-            submitted_ts=int(entry["submitted_ts"]),
-            attempt=int(entry.get("attempt", 1)),
-            worker_us=int(entry.get("worker_us", 0)),
-            region=region,
-            reasons=[reason or _CAPACITY_TEXT],
-            refusals=entry.get("refusals") or {},
-        )
-        prio = self.tenancy.priority(self.spec_of(entry))
-        self._annotate(record, entry, prio.class_name if not isinstance(prio, str) else "")
-        record["wait_reason"] = code or CAPACITY
-        return outgoing(
-            DECISIONS_PLACEMENT, job["job_id"], record, region=region,
-            partition_of=self.partition_of,
-        )  # fmt: skip
+        return queued_decision(self, entry, code, reason, tag=tag)
 
     def _final(
         self,
@@ -428,7 +391,7 @@ class Scheduler:
         record = decision_record(
             job,
             outcome,
-            event_id=_final_id(job_id, "final", self.epochs.get(job_id, 0)),
+            event_id=final_id(job_id, "final", self.epochs.get(job_id, 0)),
             ts=self.clock(),
             submitted_ts=submitted_ts,
             attempt=attempt,
@@ -446,74 +409,12 @@ class Scheduler:
 
     def on_job_event(self, event: Mapping[str, Any]) -> list[Outgoing]:
         """Release GPUs when a placement ends (its epoch's end event); an evicted job is
-        requeued with its progress; then the region's queue is tried."""
-        kind, job_id = event["type"], event["job_id"]
-        if kind == "CHECKPOINTED":
-            self.tenancy.checkpointed(job_id, int(event.get("ts") or self.clock()))
-            return []
-        if kind not in ("FINISHED", "FAILED", "EVICTED"):
-            return []
-        entry = self.reservations.get(job_id)
-        if entry is None:
-            self.state.release(job_id)  # idempotent
-            return []
-        if int(entry.get("epoch") or 0) != int(event.get("epoch") or 0):
-            return []  # an older placement's report (e.g. a late EVICTED after the grace period)
-        if entry.get("released"):  # replayed: the release is done, a requeue may not be
-            out = self._requeue(job_id, entry, event) if kind == "EVICTED" else []
-            return out + self.preemption.on_gone(job_id)
-        out = self._end(job_id, entry, event if kind == "EVICTED" else None)
-        return out + self.retry_queue(entry["region"])
-
-    def _end(
-        self, job_id: str, entry: Mapping[str, Any], evicted: Mapping[str, Any] | None
-    ) -> list[Outgoing]:
-        """A held placement is over: free its GPUs, requeue it if evicted, tell its preemptor."""
-        self.state.release(job_id)
-        self.tenancy.forget(job_id)
-        out = self._requeue(job_id, entry, evicted) if evicted is not None else []
-        self.reservations[job_id] = {
-            k: v for k, v in entry.items() if k not in ("routed", "tenancy")
-        } | {"released": True}
-        return out + self.preemption.on_gone(job_id)
-
-    def _requeue(
-        self, job_id: str, entry: Mapping[str, Any], event: Mapping[str, Any]
-    ) -> list[Outgoing]:
-        """An evicted placement's job waits again at the next epoch, with its progress."""
-        epoch = int(entry.get("epoch") or 0)
-        routed = entry.get("routed")
-        if self.epochs.get(job_id, 0) != epoch or job_id in self.queue:
-            return []  # requeued already
-        if not routed:
-            log.error("evicted job cannot be requeued (no record kept) job_id=%s", job_id)
-            return []
-        progress = float(event.get("progress") or routed.get("progress") or 0.0)
-        waiting = {
-            **routed,
-            "epoch": epoch + 1,
-            "queued_ts": self.clock(),
-            "progress": progress,
-            "region": entry["region"],
-            "candidates": [],
-            "queue_region": entry["region"],
-            "refusals": {},
-            "evictions": int(routed.get("evictions") or 0) + 1,
-        }
-        self.final.discard(job_id)
-        self.epochs[job_id] = epoch + 1
-        detail = event.get("detail") or "evicted"
-        reason = f"evicted at epoch {epoch} ({detail}) with {progress:.0%} done; waiting again"
-        log.info("requeued job_id=%s epoch=%d progress=%.3f", job_id, epoch + 1, progress)
-        return [self.enqueue(waiting, CAPACITY, reason)]
+        requeued with its progress; then the region's queue is tried (`streams.lifecycle`)."""
+        return on_job_event(self, event)
 
     def force_evict(self, job_id: str, epoch: int) -> list[Outgoing]:
         """The grace period is over: count the victim's GPUs as free and requeue it."""
-        entry = self.reservations.get(job_id)
-        if entry is None or int(entry.get("epoch") or 0) != epoch or entry.get("released"):
-            return self.preemption.on_gone(job_id)
-        detail = {"detail": "grace period over; not reported evicted"}
-        return self._end(job_id, entry, detail)
+        return force_evict(self, job_id, epoch)
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
         """Place waiting jobs of a region: tenants in fair-share order, each tenant's jobs by

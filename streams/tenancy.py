@@ -6,8 +6,8 @@ Policy is `scorer.tenancy` (pure); this module keeps the state it needs and asks
   - usage per (tenant, region, GPU class), preemptors already promised GPUs included;
   - the admission gate: which GPU classes a job may use under its quota (within nominal
     first, then borrowing), or why it must wait;
-  - the queue order of a region: tenants by weighted DRF share (lowest first, updated as jobs
-    start), within a tenant by `within_order` (default: priority, then age);
+  - the queue order of a region (`streams.fairness`): tenants by weighted DRF share, within a
+    tenant by `within_order` (default: priority, then age);
   - why each waiting job waits (QUOTA, CAPACITY, GANG_RESERVATION, BACKFILL, PREEMPTING,
     ALLOWANCE), for `gpuflow queue`.
 """
@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import heapq
 import math
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,10 +31,10 @@ from scorer.tenancy import (
     admit,
     allowance_left,
     borrowed,
-    dominant_share,
     nominal_of,
     resolve_priority,
 )
+from streams.fairness import FairOrder, WithinOrder, priority_then_age
 
 __all__ = [
     "ALLOWANCE",
@@ -49,27 +47,12 @@ __all__ = [
     "Gate",
     "Running",
     "Tenancy",
-    "WithinOrder",
-    "entry_priority",
-    "priority_then_age",
 ]
 
 QUOTA, CAPACITY, GANG_RESERVATION = "QUOTA", "CAPACITY", "GANG_RESERVATION"
 BACKFILL, PREEMPTING, ALLOWANCE = "BACKFILL", "PREEMPTING", "ALLOWANCE"
 HOLD = "hold:"  # state keys of GPUs held for a preemptor (never a job id)
 MILLI = 1000
-
-WithinOrder = Callable[[Sequence[Mapping[str, Any]]], list[Mapping[str, Any]]]
-
-
-def priority_then_age(waiting: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Within one tenant: higher priority first, then the longest waiting."""
-    return sorted(waiting, key=lambda r: (-entry_priority(r), int(r.get("queued_ts", 0))))
-
-
-def entry_priority(routed: Mapping[str, Any]) -> int:
-    """A queue entry's effective priority (its class value; the job's integer for old entries)."""
-    return int(routed.get("prio", routed["job"].get("priority", 0)))
 
 
 @dataclass(frozen=True)
@@ -128,52 +111,6 @@ class Gate:
     borrowing: tuple[bool, ...] = ()
     code: str = ""
     reason: str = ""
-
-
-@dataclass
-class _Fair:
-    """A region's waiting jobs in fair order: the lowest-share tenant's next job first."""
-
-    tenancy: Tenancy
-    region: str
-    by_tenant: dict[str, deque[Mapping[str, Any]]]
-    usage: dict[str, np.ndarray]
-    capacity: np.ndarray
-    heap: list[tuple[float, str]] = field(default_factory=list)
-    shares: dict[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for tenant in self.by_tenant:
-            self.shares[tenant] = self._share(tenant)
-            heapq.heappush(self.heap, (self.shares[tenant], tenant))
-
-    def _share(self, tenant: str) -> float:
-        use = self.usage.get(tenant, np.zeros(3))
-        return dominant_share(use, self.capacity, self.tenancy.policy.weight(tenant))
-
-    def __iter__(self) -> Iterator[Mapping[str, Any]]:
-        while self.heap:
-            _, tenant = heapq.heappop(self.heap)
-            jobs = self.by_tenant[tenant]
-            if not jobs:
-                continue
-            yield jobs.popleft()
-            if jobs:  # ranked again with its share as it is now (`placed` may have grown it)
-                heapq.heappush(self.heap, (self.shares[tenant], tenant))
-
-    def placed(self, routed: Mapping[str, Any]) -> None:
-        """A job started: its tenant's share grows before its next job is ranked."""
-        job = routed["job"]
-        tenant = str(job.get("tenant", "default"))
-        vector = np.array(_resources(job), float)
-        self.usage[tenant] = self.usage.get(tenant, np.zeros(3)) + vector
-        self.shares[tenant] = self._share(tenant)
-
-
-def _resources(job: Mapping[str, Any]) -> tuple[float, float, float]:
-    """GPUs, CPU milli and memory MiB a job holds (per node: counted on every node it spans)."""
-    gpus = int(job.get("gpu_count", 1)) * int(job.get("gpu_milli", 1000)) / MILLI
-    return (gpus, float(job.get("cpu_milli") or 0), float(job.get("memory_mib") or 0))
 
 
 class Tenancy:
@@ -398,12 +335,12 @@ class Tenancy:
                 out[run.tenant] = out.get(run.tenant, np.zeros(3)) + vec
         return out
 
-    def fair_order(self, region: str, waiting: Sequence[Mapping[str, Any]]) -> _Fair:
-        by_tenant: dict[str, list[Mapping[str, Any]]] = {}
-        for routed in waiting:
-            by_tenant.setdefault(str(routed["job"].get("tenant", "default")), []).append(routed)
-        ordered = {t: deque(self.within_order(jobs)) for t, jobs in sorted(by_tenant.items())}
-        return _Fair(self, region, ordered, self.shares(region), self.capacity(region))
+    def fair_order(self, region: str, waiting: Sequence[Mapping[str, Any]]) -> FairOrder:
+        """Waiting jobs of a region in fair order (`streams.fairness`)."""
+        return FairOrder.of(
+            waiting, self.within_order, self.shares(region), self.capacity(region),
+            self.policy.weight,
+        )  # fmt: skip
 
     # ---- reasons ------------------------------------------------------------------------
     def wait(self, job_id: str, code: str, reason: str) -> None:
