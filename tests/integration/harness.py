@@ -53,11 +53,14 @@ class Running:
 
 
 @contextlib.contextmanager
-def start_running(config: Config, *, checkpoint_s: float = 1.0, **worker: Any) -> Iterator[Running]:
+def start_running(
+    config: Config, *, checkpoint_s: float = 1.0, executor: bool = True, **worker: Any
+) -> Iterator[Running]:
     """Worker + 1 Hz fleet (16 nodes over the demo fleet's 4 regions) + executor twin.
 
     The regions are pinned one to a partition, as `gpuflow up` does; `worker` overrides
-    worker settings (e.g. `policy_file`); `checkpoint_s`: the executor's on-demand checkpoint.
+    worker settings (e.g. `policy_file`); `checkpoint_s`: the executor's on-demand checkpoint;
+    without `executor`, placed jobs hold their GPUs and nothing reports back.
     """
     spec = demo_fleet()
     cfg = dataclasses.replace(
@@ -69,7 +72,8 @@ def start_running(config: Config, *, checkpoint_s: float = 1.0, **worker: Any) -
     fleet = SimulatedFleet(spec, generate_nodes(spec, 16, seed=3), seed=3)
     run = Running(cfg, WorkerProcess(cfg).start(), fleet)
     run.spawn(run_fleet, cfg, fleet)
-    run.spawn(ExecutorTwin(cfg, time_scale=1.0, checkpoint_s=checkpoint_s).run)
+    if executor:
+        run.spawn(ExecutorTwin(cfg, time_scale=1.0, checkpoint_s=checkpoint_s).run)
     try:
         yield run
     finally:

@@ -191,3 +191,26 @@ def test_sigkill_between_preemption_and_placement_loses_neither_job(
         assert overbooked(decisions.records, events.records) == []
         for reader in (decisions, preemptions, events):
             reader.close()
+
+
+def test_the_grace_period_ends_on_the_worker_timer(config: Config, tmp_path: Path) -> None:
+    """No executor: nobody reports the eviction. The worker's timer (a tick per owned
+    partition, as an event, so table writes land in the right changelog) ends the grace
+    period: the victim is requeued at epoch 1 and the preemptor placed."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(json.dumps({"preemption": {"grace_period_s": 3}}))
+    with start_running(config, executor=False, policy_file=str(path), replan_interval_s=1.0) as run:
+        decisions = TopicReader(run.config, DECISIONS_PLACEMENT)
+        _fill(run, decisions)
+        submit_jobs(run.config, [SERVING], rate_per_s=1.0)
+        served = lambda: [  # noqa: E731
+            d for d in decisions.poll() if d["job_id"] == "serve-0" and d["outcome"] == "PLACED"
+        ]
+        assert wait_for(lambda: bool(served()), 60), run.worker.log_tail(4000)
+        queued = [
+            d for d in decisions.records if d["job_id"] == "serve-0" and d["outcome"] == "QUEUED"
+        ]
+        assert served()[0]["ts"] - queued[0]["ts"] >= 3000  # not before the deadline
+        requeued = [d for d in decisions.records if d.get("epoch") == 1]
+        assert len(requeued) == 1 and "grace period over" in requeued[0]["reasons"][0]
+        decisions.close()
