@@ -62,6 +62,16 @@ def _fill(run: Running, decisions: TopicReader) -> None:
     assert wait_for(lambda: {"batch-0", "batch-1"} <= placed(), 60), run.worker.log_tail()
 
 
+def _scene(run: Running) -> tuple[TopicReader, TopicReader, TopicReader]:
+    """The A100s full of research's batch gangs, then the serving job: the three logs."""
+    decisions = TopicReader(run.config, DECISIONS_PLACEMENT)
+    preemptions = TopicReader(run.config, DECISIONS_PREEMPTION)
+    events = TopicReader(run.config, JOBS_EVENTS)
+    _fill(run, decisions)
+    submit_jobs(run.config, [SERVING], rate_per_s=1.0)
+    return decisions, preemptions, events
+
+
 def _about(records: list[dict[str, Any]], jobs: set[str]) -> list[dict[str, Any]]:
     return [r for r in records if r["job_id"] in jobs]
 
@@ -87,11 +97,7 @@ def test_preemption_eviction_placement_and_the_victim_completes(
     config: Config, tmp_path: Path
 ) -> None:
     with start_running(config, checkpoint_s=6.0, policy_file=_policy(tmp_path)) as run:
-        decisions = TopicReader(run.config, DECISIONS_PLACEMENT)
-        preemptions = TopicReader(run.config, DECISIONS_PREEMPTION)
-        events = TopicReader(run.config, JOBS_EVENTS)
-        _fill(run, decisions)
-        submit_jobs(run.config, [SERVING], rate_per_s=1.0)
+        decisions, preemptions, events = _scene(run)
         assert wait_for(
             lambda: any(p["for_job_id"] == "serve-0" for p in preemptions.poll()), 30
         ), run.worker.log_tail()
@@ -163,11 +169,7 @@ def test_sigkill_between_preemption_and_placement_loses_neither_job(
 ) -> None:
     # the executor's checkpoint takes 8 s: the worker dies while the victim is checkpointing
     with start_running(config, checkpoint_s=8.0, policy_file=_policy(tmp_path)) as run:
-        decisions = TopicReader(run.config, DECISIONS_PLACEMENT)
-        preemptions = TopicReader(run.config, DECISIONS_PREEMPTION)
-        events = TopicReader(run.config, JOBS_EVENTS)
-        _fill(run, decisions)
-        submit_jobs(run.config, [SERVING], rate_per_s=1.0)
+        decisions, preemptions, events = _scene(run)
         assert wait_for(lambda: bool(preemptions.poll()), 30), run.worker.log_tail()
         run.worker.kill()
         killed_at = time.time() * 1000

@@ -7,8 +7,10 @@ Handed to tests as the `world` fixture factory, so no test imports this module.
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,9 @@ from scorer import ClusterState, Placer
 from scorer.tenancy import TenancyPolicy, parse_policy
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from harness import overbooked
 
 T0 = 1_700_000_000_000
 
@@ -131,29 +136,9 @@ def ended(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, str]]:
 
 
 def gpu_overlaps(world: World) -> list[str]:
-    """GPUs whose concurrent placements exceed a whole GPU, from the two logs alone: a
-    placement holds its GPUs from its decision until its epoch's end event."""
-    ends = {(e["job_id"], int(e.get("epoch") or 0)): e["ts"] for e in world.events
-            if e["type"] in ("FINISHED", "FAILED", "EVICTED")}  # fmt: skip
-    spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-    for d in world.decisions():
-        if d["outcome"] != "PLACED":
-            continue
-        end = ends.get((d["job_id"], int(d.get("epoch") or 0)), 2**62)
-        for a in d["assignments"]:
-            for g in a["gpu_indices"]:
-                spans.setdefault((a["node_id"], g), []).append((d["ts"], end, a["gpu_milli"]))
-    bad = []
-    for gpu, intervals in spans.items():
-        points = sorted([(s, m) for s, _, m in intervals] + [(e, -m) for _, e, m in intervals],
-                        key=lambda p: (p[0], p[1]))  # fmt: skip
-        held = 0
-        for _, delta in points:
-            held += delta
-            if held > 1000:
-                bad.append(f"{gpu[0]}[{gpu[1]}]")
-                break
-    return bad
+    """GPUs whose concurrent placements exceed a whole GPU, from the two logs alone (the
+    integration harness's check, on this world's logs)."""
+    return overbooked([dict(d) for d in world.decisions()], world.events)
 
 
 @pytest.fixture

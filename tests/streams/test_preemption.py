@@ -108,14 +108,20 @@ def test_never_for_equal_or_lower_priority_nor_a_non_preemptible_job(world: Any)
     assert w3.preemptions() == []
 
 
-def test_restart_between_preemption_and_placement_loses_neither_job(
-    world: Any, overlaps: Any
-) -> None:
+def preempting(world: Any) -> Any:
+    """b1 and b2 fill the node; 100 s later inf preempts b1 (nothing reported yet)."""
     w = world()
     w.submit("b1", gpu_count=4, **BATCH)
     w.submit("b2", gpu_count=4, **BATCH)
     w.advance(100)
     w.submit("inf", gpu_count=4, **SERVING)
+    return w
+
+
+def test_restart_between_preemption_and_placement_loses_neither_job(
+    world: Any, overlaps: Any
+) -> None:
+    w = preempting(world)
     # SIGKILL right after the preemption: a new worker rebuilds from tables and logs
     r = w.restarted()
     assert r.s.queue["inf"]["preempting"]["victims"] == {"b1": 0}
@@ -127,11 +133,7 @@ def test_restart_between_preemption_and_placement_loses_neither_job(
 
 
 def test_restart_after_the_eviction_was_reported_but_not_handled(world: Any, overlaps: Any) -> None:
-    w = world()
-    w.submit("b1", gpu_count=4, **BATCH)
-    w.submit("b2", gpu_count=4, **BATCH)
-    w.advance(100)
-    w.submit("inf", gpu_count=4, **SERVING)
+    w = preempting(world)
     # the executor's EVICTED reached the log; the worker died before handling it
     w.events.append({"job_id": "b1", "type": "EVICTED", "region": "eu", "ts": w.now, "epoch": 0,
                      "progress": 0.0})  # fmt: skip
@@ -147,11 +149,7 @@ def test_restart_after_the_eviction_was_reported_but_not_handled(world: Any, ove
 def test_restart_after_the_placement_was_logged_but_the_tables_were_not(
     world: Any, overlaps: Any
 ) -> None:
-    w = world()
-    w.submit("b1", gpu_count=4, **BATCH)
-    w.submit("b2", gpu_count=4, **BATCH)
-    w.advance(100)
-    w.submit("inf", gpu_count=4, **SERVING)
+    w = preempting(world)
     before = (copy.deepcopy(dict(w.s.reservations)), copy.deepcopy(dict(w.s.queue)))
     w.report("b1", "EVICTED")  # logs b1's requeue and inf's PLACED ...
     w.s.reservations.clear()  # ... but the table writes of that step were lost
