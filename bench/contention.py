@@ -14,7 +14,9 @@ with the same fair-share weight, in one cohort, each with nominal quota of a thi
     the rate in two daily peaks (9-12 h, 18-21 h).
 Arrivals are Poisson over `--hours` with the offered GPU demand ~1.4x the cluster (research
 ~0.7, product ~0.5, serving ~0.2 outside its peaks), then the queue drains. Durations are reference
-seconds on a V100 (the twin's default), so on A100s they run ~2.5x faster.
+seconds on a V100-16; the twin runs them on the A100s at the throughput model's speed ratio
+(roofline: ~1.24x for these FP32 training jobs, ~2.27x for inference), which the offered load
+accounts for.
 
 Runs (same trace, in-process engine = the worker's scheduler code, timer every `--tick-s`):
   all            preemption + quotas + backfill
@@ -32,6 +34,7 @@ no-quotas; lost GPU-hours < 3 % of the total (all).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -44,19 +47,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.replay.trace import Trace, TraceJob, TraceNode  # noqa: E402
-from bench._common import percentiles, write_result  # noqa: E402
+from agents.replay.trace import Trace, TraceJob, TraceNode, job_record  # noqa: E402
+from bench._common import machine, percentiles, write_result  # noqa: E402
 from gpuflow.replay.engine import ReplayResult, run_replay  # noqa: E402
 from gpuflow.replay.inprocess import InProcessDecider  # noqa: E402
 from gpuflow.replay.summary import time_weighted_alloc  # noqa: E402
-from scorer import ThroughputModel, default_catalog  # noqa: E402
+from scorer import JobSpec, ThroughputModel, default_catalog  # noqa: E402
 from scorer.tenancy import drf_allocation, parse_policy  # noqa: E402
 
 NODES, GPUS_PER_NODE = 16, 8
 CPU_MILLI, MEMORY_MIB = 128_000, 1_048_576
 TENANTS = ("research", "product", "serving")
 HIGH = ("online-inference", "urgent-training")
-SPEED_A100 = 2.5  # roofline A100-80 / V100-16 for these jobs: converts demand to A100 GPU-hours
 
 
 def cluster() -> tuple[TraceNode, ...]:
@@ -102,6 +104,30 @@ def _serving(rng: np.random.Generator) -> dict[str, Any]:
 MIX = {"research": (_research, 0.7), "product": (_product, 0.5), "serving": (_serving, 0.2)}
 
 
+def _a100_gpu_hours(tenant: str, shape: dict[str, Any]) -> float:
+    """GPU-hours a job needs on an A100-80, at the speed the twin runs it (the throughput model's
+    ratio to the V100-16 its duration is given on)."""
+    job = TraceJob("sample", 0.0, tenant=tenant, reference_model="V100-16", **shape)
+    spec = JobSpec.from_record(job_record(job, 0))
+    speed = ThroughputModel().relative_speed(spec, "A100-80", consolidated=True)
+    return job.num_gpus * job.duration_s / 3600 / speed
+
+
+def offered_load(jobs: tuple[TraceJob, ...], hours: float) -> dict[str, float]:
+    """A100 GPU-hours each tenant's arrivals ask for, over the cluster's GPU-hours in the window."""
+    out = {}
+    for tenant in TENANTS:
+        asked = sum(_a100_gpu_hours(tenant, _shape(j)) for j in jobs if j.tenant == tenant)
+        out[tenant] = round(asked / (hours * NODES * GPUS_PER_NODE), 3)
+    return out
+
+
+def _shape(job: TraceJob) -> dict[str, Any]:
+    keys = ("num_gpus", "duration_s", "priority_class", "checkpoint_interval_s", "cpu_milli",
+            "memory_mib", "kind")  # fmt: skip
+    return {k: getattr(job, k) for k in keys}
+
+
 def workload(hours: float, seed: int) -> tuple[TraceJob, ...]:
     """Poisson arrivals per tenant sized to its share of offered demand (A100 GPU-hours per hour
     over the cluster's 128); serving's rate doubles in two daily peaks (9-12 h, 18-21 h)."""
@@ -110,7 +136,7 @@ def workload(hours: float, seed: int) -> tuple[TraceJob, ...]:
     horizon = hours * 3600
     for tenant, (draw, load) in MIX.items():
         sample = [draw(rng) for _ in range(200)]
-        mean_gpu_h = np.mean([j["num_gpus"] * j["duration_s"] / 3600 / SPEED_A100 for j in sample])
+        mean_gpu_h = np.mean([_a100_gpu_hours(tenant, j) for j in sample])
         rate = load * NODES * GPUS_PER_NODE / mean_gpu_h / 3600  # jobs per second
         t = 0.0
         while True:
@@ -239,7 +265,9 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=12.0, help="arrival window")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tick-s", type=float, default=30.0, help="scheduler timer, virtual seconds")
-    ap.add_argument("--out", type=Path, default=None, help="result file (default bench/results)")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="result file (default bench/results/contention.json)"
+    )
     args = ap.parse_args()
     nodes, jobs = cluster(), workload(args.hours, args.seed)
     trace = Trace(nodes, jobs, ThroughputModel())
@@ -261,7 +289,8 @@ def main() -> None:
             "seed": args.seed,
             "jobs": len(jobs),
             "by_tenant": {t: sum(j.tenant == t for j in jobs) for t in TENANTS},
-            "offered_load": {t: load for t, (_, load) in MIX.items()},
+            "offered_load_target": {t: load for t, (_, load) in MIX.items()},
+            "offered_load_realized": offered_load(jobs, args.hours),
         },
         "tick_s": args.tick_s,
         "runs": runs,
@@ -269,9 +298,13 @@ def main() -> None:
         "loadavg": os.getloadavg(),
         "wall_s": round(time.perf_counter() - started, 1),
     }
-    path = write_result("contention", doc)
-    if args.out is not None:
-        args.out.write_text(path.read_text())
+    if args.out is None:
+        path = write_result("contention", doc)
+    else:  # the same fields write_result adds, to the file asked for
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        command = " ".join([Path(sys.executable).name, *sys.argv])
+        doc |= {"command": command, "machine": machine(), "measured_at": stamp}
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
         path = args.out
     print(f"wrote {path}")
 
