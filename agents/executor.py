@@ -19,9 +19,9 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from confluent_kafka import KafkaException
 
@@ -38,11 +38,33 @@ from infra.topics import (
 )
 from schemas import DecodeError, make_codec
 
-__all__ = ["ExecutorStats", "ExecutorTwin"]
+__all__ = ["ExecutorStats", "ExecutorTwin", "RecentJobs"]
 
 log = logging.getLogger(__name__)
 
+K = TypeVar("K", bound=Hashable)
+
 TOPICS = (DECISIONS_PLACEMENT, DECISIONS_PREEMPTION, DECISIONS_MIGRATION, DECISIONS_ADVISORY)
+
+
+class RecentJobs(Generic[K]):
+    """The last `capacity` keys seen (job ids, or job id + epoch), oldest forgotten first: a
+    bounded duplicate filter."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._ids: dict[K, None] = {}
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, job_id: K) -> None:
+        self._ids[job_id] = None
+        if len(self._ids) > self.capacity:
+            del self._ids[next(iter(self._ids))]
 
 
 @dataclass
@@ -96,20 +118,22 @@ class ExecutorTwin:
         self.group_id = group_id or f"{config.worker.app_id}-executor"
         self.codec = make_codec(config.kafka.schema_registry_url or None)
         self.stats = ExecutorStats()
-        self._seen: set[tuple[str, int]] = set()
+        self._seen: RecentJobs[tuple[str, int]] = RecentJobs(100_000)  # (job, epoch)
         self._runs: dict[str, _Run] = {}
         self._progress: dict[str, float] = {}  # kept by the last eviction
         self._due: list[tuple[float, int, str, int, str]] = []  # (when, seq, job, epoch, what)
         self._seq = 0
+        self._producer: Any = None
 
     def run(self, stop: threading.Event) -> None:
         """Consume decisions and emit job events until `stop` is set."""
         c = consumer(self.config.kafka, self.group_id)
-        p = producer(self.config.kafka)
+        self._producer = producer(self.config.kafka)
         c.subscribe(list(TOPICS))
         consumed = False
         try:
             while not stop.is_set():
+                p = self._producer  # replaced if librdkafka gives it up (see _emit)
                 for msg in c.consume(500, timeout=0.1):
                     if msg.error():
                         continue
@@ -123,7 +147,7 @@ class ExecutorTwin:
         except KafkaException as exc:
             log.error("executor stopped: %s", exc)
         finally:
-            p.flush(5)
+            self._producer.flush(5)
             c.close()
 
     def _on_message(self, p: Any, msg: Any) -> None:
@@ -261,4 +285,12 @@ class ExecutorTwin:
         }
         value = self.codec.encode("JobEvent", record, topic=JOBS_EVENTS)
         partition = self.partition_of(run.region)
-        p.produce(JOBS_EVENTS, key=run.job_id.encode(), value=value, partition=partition)
+        key = run.job_id.encode()
+        try:
+            p.produce(JOBS_EVENTS, key=key, value=value, partition=partition)
+        except KafkaException as exc:
+            if not exc.args[0].fatal():
+                raise
+            log.error("executor producer failed for good (%s); starting a new one", exc)
+            self._producer = producer(self.config.kafka)
+            self._producer.produce(JOBS_EVENTS, key=key, value=value, partition=partition)

@@ -3,7 +3,10 @@
 A placement (job, epoch) ends with its epoch's FINISHED, FAILED or EVICTED: its GPUs are freed,
 an evicted job waits again at epoch + 1 with the progress it reported, the preemptor waiting on
 it (if any) is told, and the region's queue is tried. Reports of an older epoch are ignored, so
-a late EVICTED can never free a newer placement's GPUs; replayed reports change nothing.
+a late EVICTED can never free a newer placement's GPUs; replayed reports change nothing. An
+end written to the log before its placement was decided (a finish before a start, a stale or
+hostile event) frees nothing either. Released entries stay as markers for the horizon
+(`streams.horizon`), then are deleted on their region's own event.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ __all__ = ["end_placement", "force_evict", "on_job_event", "requeue"]
 log = logging.getLogger(__name__)
 
 
-def on_job_event(s: Scheduler, event: Mapping[str, Any]) -> list[Outgoing]:
+def on_job_event(
+    s: Scheduler, event: Mapping[str, Any], *, produced_ms: int | None = None
+) -> list[Outgoing]:
     """Release GPUs when a placement ends (its epoch's end event); an evicted job is
-    requeued with its progress; then the region's queue is tried."""
+    requeued with its progress; then the region's queue is tried. `produced_ms`: when the
+    event was written to the log (its Kafka timestamp), if known."""
     kind, job_id = event["type"], event["job_id"]
     if kind == "CHECKPOINTED":
         s.tenancy.checkpointed(job_id, int(event.get("ts") or s.clock()))
@@ -38,10 +44,15 @@ def on_job_event(s: Scheduler, event: Mapping[str, Any]) -> list[Outgoing]:
         return []
     if int(entry.get("epoch") or 0) != int(event.get("epoch") or 0):
         return []  # an older placement's report (e.g. a late EVICTED after the grace period)
+    if produced_ms is not None and produced_ms < int(entry.get("placed_ts") or 0):
+        log.warning("end of job written before its placement ignored job_id=%s", job_id)
+        return []
     if entry.get("released"):  # replayed: the release is done, a requeue may not be
         out = requeue(s, job_id, entry, event) if kind == "EVICTED" else []
         return out + s.preemption.on_gone(job_id)
     out = end_placement(s, job_id, entry, event if kind == "EVICTED" else None)
+    # on the region's own event, so the deletes land in its changelog partition
+    s.released.forget(entry["region"], s.reservations)
     return out + s.retry_queue(entry["region"])
 
 
@@ -55,6 +66,7 @@ def end_placement(
     s.reservations[job_id] = {k: v for k, v in entry.items() if k not in ("routed", "tenancy")} | {
         "released": True
     }
+    s.released.add(entry["region"], [job_id])
     return out + s.preemption.on_gone(job_id)
 
 

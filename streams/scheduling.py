@@ -14,6 +14,8 @@ every eviction requeues it at epoch + 1 (decision ids `job_id:final[:epoch]`, ex
 epoch on their JobEvents). The set of decided jobs and their epochs is rebuilt at start from
 the decision log itself (`streams.ledger`). Tenancy (quotas, fair order, preemption, backfill)
 hooks in through `streams.tenancy`, `streams.preemption` and `streams.queueing`.
+Memory is bounded by live jobs plus `horizon_s` (`streams.horizon`): decided jobs and released
+reservations older than that are forgotten, jobs holding GPUs never.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from scorer import ClusterState, JobSpec, PlacementResult, Placer, ReservationEr
 from scorer.tenancy import TenancyPolicy
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
 from streams.fairness import WithinOrder
+from streams.horizon import DecidedJobs, ReleasedLog
 from streams.lifecycle import force_evict, on_job_event
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.preemption import Preemptions
@@ -68,6 +71,8 @@ class Scheduler:
         tenancy: TenancyPolicy | None = None,
         within_tenant_order: WithinOrder | None = None,
         clock: Callable[[], int] | None = None,
+        porting_penalties: Mapping[str, float] | None = None,
+        horizon_s: float = 600.0,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -75,11 +80,15 @@ class Scheduler:
         self.queue = queue
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
-        self.final: set[str] = set()  # decided at their current epoch
+        self.final = DecidedJobs(horizon_s)  # decided at their current epoch
         self.epochs: dict[str, int] = {}  # job -> current epoch (absent: 0)
+        self.released = ReleasedLog(horizon_s)
+        # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
+        self.routed_attempts: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
+        self.porting_penalties = dict(porting_penalties or {})  # the router's, as the placer's
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
         self.clock: Callable[[], int] = clock or now_ms  # event time in replays
         self.tenancy = Tenancy(state, tenancy, within_tenant_order)
@@ -90,17 +99,20 @@ class Scheduler:
     def rebuild(
         self,
         logged: Mapping[str, Mapping[str, Any]],
-        ended: Mapping[str, Mapping[int, str]] | Collection[str] = (),
+        ended: Mapping[str, Mapping[int, Any]] | Mapping[str, int] | Collection[str] = (),
+        owns: Callable[[str], bool] = lambda region: True,
     ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision and job-event logs.
 
         `logged`: job_id -> its last final PlacementDecision in the log; `ended`: job_id ->
-        {epoch: FINISHED | FAILED | EVICTED} from the job-event log (a plain collection of
-        job ids means their epoch 0 finished). See `streams.recovery` for the rules.
+        {epoch: (FINISHED | FAILED | EVICTED, written ms)} from the job-event log (`streams.
+        ledger`; an end written before its placement does not end it). A plain collection of
+        job ids means their epoch 0 finished; job_id -> written ms, that epoch 0 ended then.
+        `owns(region)` says which regions this worker holds now: the rest leave memory, and
+        only owned regions' placements are restored. See `streams.recovery` for the rules.
         """
-        if not isinstance(ended, Mapping):
-            ended = {job_id: {0: "FINISHED"} for job_id in ended}
-        rebuild_tables(self, logged, ended)
+        self.forget_unowned(owns)
+        rebuild_tables(self, logged, _epoch_ends(ended), owns)
         self.preemption.restore()
         log.info(
             "rebuilt nodes=%d final=%d held=%d queued=%d",
@@ -109,6 +121,36 @@ class Scheduler:
             len(self.state.jobs),
             len(self.queue),
         )
+
+    def note_routed(self, attempts: Mapping[str, int]) -> None:
+        """Remember how far each undecided job got through the regions (from the routed log).
+
+        With several workers a replayed record must not start a second path for a job: a
+        router that takes over a `jobs.submitted` partition would route an already routed
+        job again (maybe to another region and worker), and a placer that takes over a region
+        would decide a RoutedJob its predecessor had already forwarded to another region.
+        """
+        self.routed_attempts = {j: a for j, a in attempts.items() if j not in self.final}
+
+    def forget_unowned(self, owns: Callable[[str], bool]) -> list[str]:
+        """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
+        from memory only (the owner recovers them from the changelog); the nodes dropped."""
+        for table in (self.nodes, self.reservations, self.queue):
+            gone = [k for k, v in table.items() if not owns(str(v.get("region") or ""))]
+            forget = getattr(table, "forget_local", None)  # a RegionTable: no tombstones
+            if forget is not None:
+                forget(gone)
+            else:
+                for key in gone:
+                    table.pop(key, None)
+        dropped = [n.node_id for n in self.state.nodes if not owns(n.region)]
+        for node_id in dropped:
+            self.state.remove_node(node_id)
+            self.last_seen.pop(node_id, None)
+        if dropped:
+            log.info("forgot regions no longer owned nodes=%d", len(dropped))
+        self._views = (0.0, {})
+        return dropped
 
     def reserve_quietly(self, job_id: str, assignments: Any) -> None:
         try:
@@ -140,7 +182,7 @@ class Scheduler:
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
         job_id = job["job_id"]
-        if job_id in self.final:
+        if job_id in self.final or job_id in self.routed_attempts:  # decided, or on its way
             return []
         submitted_ts = int(job["ts"])
         problems = job_problems(job)
@@ -152,7 +194,7 @@ class Scheduler:
         problem = self.tenancy.problem(spec)
         if problem:
             return self._refuse_unrouted(job, started_ns, [f"invalid job spec: {problem}"])
-        ranked = rank_regions(spec, self.region_views())
+        ranked = rank_regions(spec, self.region_views(), porting_penalties=self.porting_penalties)
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"
@@ -170,8 +212,17 @@ class Scheduler:
             "refusals": {},
             "queue_region": None,
             "worker_us": _us_since(started_ns),
+            "verified_tenant": job.get("verified_tenant"),  # set by streams.admission
         }
         return [self._routed(routed)]
+
+    def reject_invalid(self, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
+        """REJECTED for a submission that failed validation (once per job id)."""
+        job_id = str(job["job_id"])
+        if job_id in self.final or not job_id.strip() or len(job_id) > 256:
+            return []  # no usable job id to answer under: the dead letter says it all
+        reasons = [f"invalid job spec: {p}" for p in problems]
+        return self._refuse_unrouted(job, time.perf_counter_ns(), reasons)
 
     def _refuse_unrouted(
         self, job: Mapping[str, Any], started_ns: int, reasons: list[str]
@@ -213,8 +264,11 @@ class Scheduler:
     def epoch_of(routed: Mapping[str, Any]) -> int:
         return int(routed.get("epoch") or 0)
 
-    def propose(self, routed: Mapping[str, Any], region: str) -> tuple[PlacementResult, str, str]:
-        """The placer's proposal under the tenant's quota: (result, wait code, wait reason)."""
+    def propose(
+        self, routed: Mapping[str, Any], region: str, *, explain: bool = False
+    ) -> tuple[PlacementResult, str, str]:
+        """The placer's proposal under the tenant's quota: (result, wait code, wait reason).
+        `explain`: a refusal carries its reasons (only one that is sent needs them)."""
         spec = self.spec_of(routed)
         gate = self.tenancy.gate(spec, region)
         if not gate.tiers:
@@ -224,7 +278,7 @@ class Scheduler:
             target = spec if models is None else self.restrict(spec, models)
             if target is None:
                 continue
-            result = self.placer.place(target, region)
+            result = self.placer.place(target, region, explain=explain)
             if result.placed:
                 return result, "", ""
         if result is None:
@@ -240,7 +294,9 @@ class Scheduler:
         job_id, region = job["job_id"], routed["region"]
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
-        result, code, reason = self.propose(routed, region)
+        if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
+            return []  # a replay: this job was already forwarded past this region
+        result, code, reason = self.propose(routed, region, explain=self._explain(routed))
         if result.placed:
             result, code, reason = respect_reservation(self, routed, region, result)
         if result.placed:
@@ -251,12 +307,23 @@ class Scheduler:
 
     def place_waiting(self, routed: Mapping[str, Any], *, note: str = "") -> list[Outgoing]:
         """Place a queued job now if it fits (its wait reason is updated when not)."""
-        result, code, reason = self.propose(routed, routed["region"])
+        result, code, reason = self.propose(routed, routed["region"], explain=False)
         if result.placed:
             placed = self.commit(routed, result, time.perf_counter_ns(), note=note)
             return [placed] if placed is not None else []
         self.tenancy.wait(routed["job"]["job_id"], code, reason)
         return []
+
+    @staticmethod
+    def _explain(routed: Mapping[str, Any]) -> bool:
+        """Whether a refusal here needs its reasons (only a decision that is sent does).
+
+        A failed retry stays queued silently; a refusal with regions left to try spills over,
+        and needs only "could it ever fit here" until a queue region is chosen.
+        """
+        if routed.get("_retry"):
+            return False
+        return not (routed.get("candidates") and routed.get("queue_region"))
 
     def commit(
         self,
@@ -299,6 +366,7 @@ class Scheduler:
             "epoch": epoch,
             "routed": {k: v for k, v in routed.items() if not k.startswith("_")},
             "tenancy": run.to_entry(),
+            "placed_ts": record["ts"],
         }
         self.queue.pop(job_id, None)
         self.final.add(job_id)
@@ -349,7 +417,7 @@ class Scheduler:
                 return preempting
             return [self.enqueue(waiting, code, reason)]
         submitted_ts, attempt = int(routed["submitted_ts"]), int(routed["attempt"])
-        reasons = list(result.reasons) or ["no node in any allowed region can ever host this job"]
+        reasons = self._rejection_reasons(job, result)
         return [
             self._final(
                 job,
@@ -372,6 +440,18 @@ class Scheduler:
         self, entry: Mapping[str, Any], code: str, reason: str, *, tag: str = "queued"
     ) -> Outgoing:
         return queued_decision(self, entry, code, reason, tag=tag)
+
+    def _rejection_reasons(self, job: Mapping[str, Any], last: PlacementResult) -> list[str]:
+        """Why a job is rejected, over every region this worker holds: the last region tried
+        may lack the job's GPU model altogether ("H200 is not an allowed GPU model") while the
+        decisive reason is elsewhere ("needs 139 GiB per GPU, H100 has 79.6 GiB")."""
+        everywhere = self.placer.place(job_spec(job), None)
+        reasons = list(everywhere.reasons) if not everywhere.placed else []
+        return (
+            reasons
+            or list(last.reasons)
+            or ["no node in any allowed region can ever host this job"]
+        )
 
     def _final(
         self,
@@ -407,10 +487,17 @@ class Scheduler:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def on_job_event(self, event: Mapping[str, Any]) -> list[Outgoing]:
+    def on_job_event(
+        self, event: Mapping[str, Any], *, produced_ms: int | None = None
+    ) -> list[Outgoing]:
         """Release GPUs when a placement ends (its epoch's end event); an evicted job is
-        requeued with its progress; then the region's queue is tried (`streams.lifecycle`)."""
-        return on_job_event(self, event)
+        requeued with its progress; then the region's queue is tried (`streams.lifecycle`).
+
+        `produced_ms` is when the event was written to the log (its Kafka timestamp): an end
+        written before this placement was decided (a finish before a start, a stale or
+        replayed event) is not about this placement and frees nothing.
+        """
+        return on_job_event(self, event, produced_ms=produced_ms)
 
     def force_evict(self, job_id: str, epoch: int) -> list[Outgoing]:
         """The grace period is over: count the victim's GPUs as free and requeue it."""
@@ -432,6 +519,10 @@ class Scheduler:
             if regions is None or region in regions:
                 out.extend(self.retry_queue(region))
                 out.extend(self.preemption.sweep(region))
+        held = self.state.jobs
+        self.final.prune(keep=lambda job_id: job_id in held)
+        keep = (self.final, self.queue, self.reservations)
+        self.epochs = {j: e for j, e in self.epochs.items() if any(j in t for t in keep)}
         return out
 
     def queued_in(self, region: str) -> int:
@@ -440,3 +531,16 @@ class Scheduler:
 
 def _us_since(started_ns: int) -> int:
     return (time.perf_counter_ns() - started_ns) // 1000
+
+
+def _epoch_ends(
+    ended: Mapping[str, Mapping[int, Any]] | Mapping[str, int] | Collection[str],
+) -> dict[str, dict[int, Any]]:
+    """`ended` in the ledger's shape, job_id -> {epoch: (kind, written ms) or kind}: a plain
+    collection means epoch 0 finished; job_id -> written ms, that epoch 0 ended then."""
+    if not isinstance(ended, Mapping):
+        return {job_id: {0: "FINISHED"} for job_id in ended}
+    return {
+        job_id: dict(ends) if isinstance(ends, Mapping) else {0: ("FINISHED", int(ends))}
+        for job_id, ends in ended.items()
+    }
