@@ -51,7 +51,7 @@ class LatencyClock:
     PLACED, comes within seconds: a bounded window of recent ids tells them apart)."""
 
     def __init__(self) -> None:
-        self._seen = RecentJobs(50_000)
+        self._seen: RecentJobs[str] = RecentJobs(50_000)
         self.submitted = array("q")
         self.latency = array("d")
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from gpuflow.commands.agent import agent
 from gpuflow.commands.deploy import create_topics
 from gpuflow.commands.jobs import submit, topics, watch
+from gpuflow.commands.queue import policy, queue
 from gpuflow.commands.replay import replay
 from gpuflow.commands.schemas_cmd import schemas_command
 from gpuflow.commands.sql import sql
@@ -41,6 +42,8 @@ app.command("topics")(topics)
 app.command("agent")(agent)
 app.command("sql")(sql)
 app.command("replay")(replay)
+app.command("queue")(queue)
+app.command("policy")(policy)
 app.command("top")(top)
 app.command("schemas")(schemas_command)
 app.command("create-topics")(create_topics)

@@ -125,6 +125,9 @@ class WorkerConfig:
     local_placement: bool = True  # place jobs for regions this worker owns without a hop
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
+    # tenancy: tenants, quotas, priority classes, preemption, backfill, protection (YAML,
+    # docs/tenancy.md), reloaded when it changes; empty: built-in classes, no quotas
+    policy_file: str = ""
     # issue 16: penalty (0..100) a portable job's score pays per stack, "rocm=20,cann=35"
     porting_penalty: str = ""
     shutdown_timeout_s: float = 20.0  # SIGTERM: commit, leave the group, exit within this

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "DEADLETTER",
+    "DECISIONS_ADVISORY",
     "DECISIONS_BANDWIDTH",
     "DECISIONS_MIGRATION",
     "DECISIONS_PLACEMENT",
@@ -55,6 +56,7 @@ DECISIONS_PLACEMENT = "gpuflow.decisions.placement"
 DECISIONS_PREEMPTION = "gpuflow.decisions.preemption"
 DECISIONS_MIGRATION = "gpuflow.decisions.migration"
 DECISIONS_BANDWIDTH = "gpuflow.decisions.bandwidth"
+DECISIONS_ADVISORY = "gpuflow.decisions.advisory"
 FORECASTS_DEMAND = "gpuflow.forecasts.demand"
 DEADLETTER = "gpuflow.deadletter"
 
@@ -71,6 +73,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(DECISIONS_PREEMPTION, "PreemptionDecision", region_keyed=True),
     TopicSpec(DECISIONS_MIGRATION, "MigrationDecision", region_keyed=True),
     TopicSpec(DECISIONS_BANDWIDTH, "BandwidthQuota"),
+    TopicSpec(DECISIONS_ADVISORY, "NodeAdvisory", region_keyed=True),
     TopicSpec(FORECASTS_DEMAND, "DemandForecast"),
     TopicSpec(DEADLETTER, "DeadLetter"),
 )

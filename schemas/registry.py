@@ -51,6 +51,7 @@ EVENT_NAMES: tuple[str, ...] = (
     "PlacementDecision",
     "PreemptionDecision",
     "MigrationDecision",
+    "NodeAdvisory",
     "BandwidthQuota",
     "DemandForecast",
     "DeadLetter",

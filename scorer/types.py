@@ -116,6 +116,7 @@ class JobSpec:
     seq_len: int = 0  # tokens per sequence; inference: context length; 0 = default
     activation_checkpointing: bool | None = None  # None = auto (on from 1B params)
     software_stack: str = "portable"  # what it was built for: cuda, cuda-12.1, rocm-6, ...
+    priority_class: str | None = None  # tenancy: a named class (scorer.tenancy.classes)
 
     def __post_init__(self) -> None:
         _freeze(self, "sharding", choice(self.sharding, SHARDINGS, "sharding", empty_ok=True))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from typing import Any
@@ -19,6 +20,7 @@ from infra.config import Config
 from infra.errors import ConfigError
 from infra.kafka import ensure_topics, ssl_context
 from infra.network import allocation_policy, hysteresis, network_view
+from infra.policy import PolicyFile
 from infra.topics import (
     GRID_SIGNALS,
     JOBS_EVENTS,
@@ -41,9 +43,11 @@ from streams.history_process import HistoryProcess
 from streams.metrics_page import register_metrics_page
 from streams.ownership import Ownership, region_table
 from streams.plan import register_plan_page
+from streams.queue_view import queue_snapshot
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
+from streams.tenancy import HOLD
 from streams.transport import GpuflowApp
 from streams.web import register_sql_proxy
 from streams.webui import register_ui
@@ -125,6 +129,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     }
     state = ClusterState()
     view = network_view(config.network)  # links: config, then LinkTelemetry
+    policy = PolicyFile(config.worker.policy_file or None)  # a bad file stops the worker here
     scheduler = Scheduler(
         state,
         _placer(config, state, view),
@@ -135,6 +140,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         region_order=config.kafka.regions_pinned,
         view_ttl_s=config.worker.view_ttl_s,
         cross_region=config.network.cross_region_gangs,
+        tenancy=policy.policy,
         porting_penalties=config.worker.porting_penalties,
         horizon_s=config.worker.horizon_s,
     )
@@ -143,6 +149,13 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     scheduler.remote_views = remote.views
     rt = Runtime(config, codec, scheduler)
     rt.topics = topics
+    rt.policy = policy
+    # the scheduler's timer reaches the scheduler as an event of each owned partition, so what
+    # it writes lands in that partition's changelogs (Faust tables refuse writes from a timer)
+    ticks = app.topic(
+        f"{config.worker.app_id}-scheduler-ticks", partitions=config.kafka.partitions,
+        internal=True, **raw,  # type: ignore[arg-type]
+    )  # fmt: skip
     rt.ownership = Ownership(partition_of, app.assignor.assigned_actives)
     rt.remote = remote
 
@@ -159,6 +172,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         partition_of=config.kafka.partitioner(),
     )
     register_bandwidth(app, rt, topics, bandwidth)
+    _register_ticks(app, rt, ticks)
     _register_timers(app, rt)
     _watch_broker(app, rt)
     _register_pages(app, rt)
@@ -248,6 +262,37 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                     rt.fleet.on_grid(record)
 
 
+def _register_ticks(app: faust.App, rt: Runtime, ticks: Any) -> None:
+    interval_ms = rt.config.worker.replan_interval_s * 1000
+
+    @app.agent(ticks, name="gpuflow.ticks")
+    async def tick(stream: Any) -> None:
+        async for event in stream.events():
+            sent = int(json.loads(event.message.value)["ts"])
+            now = int(time.time() * 1000)
+            if now - sent > 3 * interval_ms:
+                continue  # replayed after a restart: a fresh tick follows
+            await rt.ensure_ready()
+            regions = rt.regions_of(event.message.partition)
+            await rt.send_all(rt.scheduler.on_tick(now, regions))
+
+    @app.timer(rt.config.worker.replan_interval_s)
+    async def replan() -> None:
+        """One tick per partition this worker owns; a changed policy file takes effect."""
+        if not rt._ready.is_set():
+            return
+        rt.reload_policy()
+        with contextlib.suppress(ConsumerNotStarted):
+            owned = {
+                tp.partition
+                for tp in app.consumer.assignment()
+                if tp.topic == ticks.get_topic_name()
+            }
+            body = json.dumps({"ts": int(time.time() * 1000)}).encode()
+            for partition in sorted(owned):
+                await ticks.send(key=b"tick", value=body, partition=partition)
+
+
 def _placer(config: Config, state: ClusterState, network: NetworkView) -> Placer:
     """The configured placer preset over this worker's state."""
     penalties = config.worker.porting_penalties
@@ -304,12 +349,20 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
                     r: {"free_gpus": dict(v.free_gpus), "total_gpus": dict(v.total_gpus)}
                     for r, v in views.items()
                 },
-                "held_jobs": len(rt.scheduler.state.jobs),
+                "held_jobs": sum(1 for j in rt.scheduler.state.jobs if not j.startswith(HOLD)),
                 "queued_jobs": len(rt.scheduler.queue),
                 "final_decisions": len(rt.scheduler.final),
                 "stale_nodes": sorted(rt.fleet.stale),
             }
         )
+
+    @app.page("/queue/")
+    async def queue(web: Any, request: Any) -> Any:
+        """Waiting jobs per region and tenant with the reason each waits; quota usage."""
+        view = queue_snapshot(rt.scheduler)
+        view["policy_file"] = str(rt.policy.path or "")
+        view["policy_error"] = rt.policy.error
+        return web.json(view)
 
     @app.page("/consumer/")
     async def consumer(web: Any, request: Any) -> Any:
@@ -369,11 +422,6 @@ def _register_timers(app: faust.App, rt: Runtime) -> None:
     async def watch_partitions() -> None:
         with contextlib.suppress(ConsumerNotStarted):  # before the first assignment
             rt.stalls.observe(consumer_state(app)["partitions"])
-
-    @app.timer(rt.config.worker.replan_interval_s)
-    async def replan() -> None:
-        if rt._ready.is_set():
-            await rt.send_all(rt.scheduler.on_tick(int(time.time() * 1000)))
 
     @app.timer(rt.config.worker.summary_interval_s)
     async def summarise() -> None:

@@ -14,7 +14,9 @@ import numpy as np
 from infra.topics import DECISIONS_MIGRATION, REGION_STATE
 from streams.convert import assignment_records, node_spec
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
+from streams.protection import CORDON_KEY, Protection
 from streams.scheduling import Scheduler
+from streams.tenancy import HOLD
 
 __all__ = ["FleetTracker"]
 
@@ -43,6 +45,7 @@ class FleetTracker:
         self._last_ts: dict[str, int] = {}  # node -> ts of the last telemetry applied
         self.ignored: Counter[str] = Counter()  # valid events with nothing to apply
         self.retry_every_s = 1.0
+        self.protection = Protection(scheduler, scheduler.tenancy.policy.protection)
 
     def on_inventory(self, record: Mapping[str, Any]) -> list[Outgoing]:
         """A node (re)announces itself; an older inventory than the one held is ignored.
@@ -55,7 +58,8 @@ class FleetTracker:
         if held is not None and int(record.get("ts", 0)) < int(held.get("ts", 0)):
             self.ignored["inventory_out_of_order"] += 1
             return []
-        self.s.nodes[node_id] = dict(record)
+        cordon = (held or {}).get(CORDON_KEY)
+        self.s.nodes[node_id] = dict(record) | ({CORDON_KEY: cordon} if cordon else {})
         self.s.state.upsert_node(node_spec(record))
         self.s.last_seen[node_id] = time.monotonic()
         shrank = held is not None and int(record["gpu_count"]) < int(held["gpu_count"])
@@ -68,7 +72,8 @@ class FleetTracker:
         lost = [
             job_id
             for job_id, held in self.s.state.jobs.items()
-            if any(a.node_id == node_id and max(a.gpu_indices) >= gpu_count for a in held)
+            if not job_id.startswith(HOLD)
+            and any(a.node_id == node_id and max(a.gpu_indices) >= gpu_count for a in held)
         ]
         for job_id in lost:
             log.warning("node shrank under a job node_id=%s job_id=%s", node_id, job_id)
@@ -96,12 +101,13 @@ class FleetTracker:
         state = self.s.state
         if gpus:
             self._apply_gpus(node_id, gpus)
-        state.set_node_healthy(node_id, bool(record.get("node_healthy", True)))
+        healthy = bool(record.get("node_healthy", True))
+        state.set_node_healthy(node_id, healthy and not self.protection.cordoned(node_id))
         if gpus:
             window = self._windows.setdefault(record["region"], _Window())
             window.util_sum += sum(float(g["util_pct"]) for g in gpus) / len(gpus)
             window.samples += 1
-        return self._maybe_retry(record["region"], now=was_stale)
+        return self.protection.observe(record) + self._maybe_retry(record["region"], now=was_stale)
 
     def _maybe_retry(self, region: str, *, now: bool = False) -> list[Outgoing]:
         """Retry the region's queue at most every `retry_every_s` (or now), from a telemetry
@@ -159,7 +165,7 @@ class FleetTracker:
         return [
             self._reschedule(job_id, held)
             for job_id, held in self.s.state.jobs.items()
-            if any(a.node_id in newly for a in held)
+            if not job_id.startswith(HOLD) and any(a.node_id in newly for a in held)
         ]
 
     def _reschedule(self, job_id: str, held: Any, why: str = "") -> Outgoing:

@@ -1,9 +1,10 @@
 """The decision log as the source of truth for which jobs are already decided.
 
 At start the worker reads `gpuflow.decisions.placement` from the beginning to its end and keeps
-each job's final decision (PLACED or REJECTED). A crash between "decision produced" and "table
-updated" (or the other way round) is then healed by `Scheduler.rebuild`, so a replay after a
-crash neither decides a job twice nor loses a decision.
+each job's last final decision (PLACED or REJECTED; the highest epoch: an evicted job is placed
+again at epoch + 1), and `gpuflow.jobs.events` for which placement epochs ended. A crash between
+"decision produced" and "table updated" (or the other way round) is then healed by
+`Scheduler.rebuild`, so a replay after a crash neither decides a job twice nor loses one.
 """
 
 from __future__ import annotations
@@ -68,52 +69,59 @@ def _read_topic(
 def read_final_decisions(
     kafka: KafkaConfig, codec: Codec, *, topic: str = DECISIONS_PLACEMENT, timeout_s: float = 60.0
 ) -> dict[str, dict[str, Any]]:
-    """job_id -> its last final PlacementDecision record, read from the whole topic."""
+    """job_id -> its final PlacementDecision of the highest epoch, read from the whole topic."""
     started = time.monotonic()
-    found = {
-        r["job_id"]: r
-        for r, _ in _read_topic(kafka, codec, topic, timeout_s)
+    found: dict[str, dict[str, Any]] = {}
+    for r, _ in _read_topic(kafka, codec, topic, timeout_s):
         # a submission refused at admission (streams.admission) leaves its job id undecided
-        if r.get("outcome") in _FINAL and r.get("admitted", True)
-    }
+        if r.get("outcome") not in _FINAL or not r.get("admitted", True):
+            continue
+        seen = found.get(r["job_id"])
+        if seen is None or int(r.get("epoch") or 0) >= int(seen.get("epoch") or 0):
+            found[r["job_id"]] = r
     log.info("ledger read final=%d in_s=%.2f", len(found), time.monotonic() - started)
     return found
 
 
 def read_ended_jobs(
     kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
-) -> dict[str, int]:
-    """Jobs the executor reported finished, failed or evicted, with when the last such report
-    was written (ms): their GPUs are free again if that is after their placement.
+) -> dict[str, dict[int, tuple[str, int]]]:
+    """job_id -> {epoch: (FINISHED | FAILED | EVICTED, when the last such report was written,
+    ms)}: placements the executor reported over, whose GPUs are free again if that report was
+    written after the placement (and, when EVICTED, whose job waits for its next epoch).
 
     The log, not the reservations table, is the authority: a table write lost in a crash
     must neither leak GPUs (a release lost) nor resurrect a finished job.
     """
-    ended: dict[str, int] = {}
+    ended: dict[str, dict[int, tuple[str, int]]] = {}
     for r, written in _read_topic(kafka, codec, topic, timeout_s):
         if r.get("type") in _ENDED:
-            ended[r["job_id"]] = max(ended.get(r["job_id"], 0), written)
+            ends = ended.setdefault(r["job_id"], {})
+            epoch = int(r.get("epoch") or 0)
+            if written >= ends.get(epoch, ("", -1))[1]:
+                ends[epoch] = (r["type"], written)
     return ended
 
 
 def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
     """GPUs whose concurrent reservations exceed one whole GPU, from the logs alone.
 
-    A placement holds its GPUs from its decision's ts until the job's first ending event
-    (FINISHED, FAILED, EVICTED) stamped at or after it (the placer only reuses GPUs after it
-    consumed that event, so later decisions are later in ts). An ending event stamped before
-    the placement (a stale or hostile one) cannot be placed on this timeline and is skipped,
-    which can only make the check stricter.
+    A placement (job, epoch) holds its GPUs from its decision's ts until that epoch's first
+    ending event (FINISHED, FAILED, EVICTED) stamped at or after it (the placer only reuses
+    GPUs after it consumed that event, so later decisions are later in ts). An ending event
+    stamped before the placement (a stale or hostile one) cannot be placed on this timeline
+    and is skipped, which can only make the check stricter.
     """
-    ends: dict[str, list[int]] = {}
+    ends: dict[tuple[str, int], list[int]] = {}
     for e in events:
         if e.get("type") in _ENDED:
-            ends.setdefault(e["job_id"], []).append(int(e["ts"]))
+            ends.setdefault((e["job_id"], int(e.get("epoch") or 0)), []).append(int(e["ts"]))
     spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
     for d in decisions:
         if d.get("outcome") != "PLACED":
             continue
-        end = min((t for t in ends.get(d["job_id"], ()) if t >= d["ts"]), default=2**62)
+        mine = ends.get((d["job_id"], int(d.get("epoch") or 0)), ())
+        end = min((t for t in mine if t >= d["ts"]), default=2**62)
         for a in d["assignments"]:
             for gpu in a["gpu_indices"]:
                 spans.setdefault((a["node_id"], gpu), []).append((d["ts"], end, a["gpu_milli"]))

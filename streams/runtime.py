@@ -12,6 +12,7 @@ from typing import Any
 from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.kafka import committed_offsets, end_offsets
+from infra.policy import PolicyFile
 from infra.signing import verifier
 from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_ROUTED, NODE_INVENTORY
 from schemas import Codec, CodecError
@@ -69,6 +70,20 @@ class Runtime:
             verified_required=self.admission.required,
             max_regions=config.worker.max_regions,
         )
+        self.policy = PolicyFile(None)  # the app sets the configured one
+
+    def reload_policy(self) -> None:
+        """A changed, valid policy file takes effect; a bad one is logged and ignored."""
+        policy = self.policy.reload()
+        if policy is not None:
+            self.scheduler.tenancy.policy = policy
+            self.fleet.protection.set_policy(policy.protection)
+
+    def regions_of(self, partition: int) -> set[str]:
+        """Regions whose events go to `partition` (those this worker may hold)."""
+        s = self.scheduler
+        known = {*s.state.regions, *(r["region"] for r in s.queue.values())}
+        return {r for r in known if s.partition_of(r) == partition}
 
     # -- readiness ----------------------------------------------------------------------------
 
@@ -106,6 +121,7 @@ class Runtime:
         owned = self.ownership.partitions() if self.ownership is not None else None
         self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends, owned)
         self.scheduler.rebuild(logged, ended, self._owns(owned))
+        self.fleet.protection.restore()
         self.scheduler.note_routed(routed)
         METRICS.rebalances.inc()
         self.fleet.stale &= set(self.scheduler.nodes)

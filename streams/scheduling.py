@@ -1,4 +1,4 @@
-"""The worker's scheduling logic: route, place, queue, release. No Faust in here.
+"""The worker's scheduling logic: route, place, queue, preempt, requeue, release. No Faust here.
 
 Policy lives in `scorer/` (what to decide); this module is the mechanism (reserve, record,
 emit, retry). Every method takes a decoded record and returns the messages to send, so the
@@ -6,17 +6,21 @@ Faust agents stay thin and unit tests run this against plain dicts.
 
 Durable state is three changelog-backed tables, written only from region-partitioned events
 so each entry lands in its region's changelog partition:
-  reservations: job_id -> {region, assignments, gpu_model, released}
-  queue:        job_id -> RoutedJob record waiting for capacity
+  reservations: job_id -> {region, assignments, gpu_model, released, epoch, routed, tenancy}
+  queue:        job_id -> RoutedJob record waiting for capacity (+ epoch, prio, preempting)
   nodes:        node_id -> latest NodeInventory record
-Idempotence: a job with a final decision (PLACED or REJECTED) is never decided again; the set
-of final jobs is rebuilt at start from the decision log itself (`streams.ledger`). Memory is
-bounded by live jobs plus `horizon_s` (`streams.horizon`): decided jobs and released
+Idempotence: a job's placement is decided once per *epoch*; epoch 0 is its first placement and
+every eviction requeues it at epoch + 1 (decision ids `job_id:final[:epoch]`, executors echo the
+epoch on their JobEvents). The set of decided jobs and their epochs is rebuilt at start from
+the decision log itself (`streams.ledger`). Tenancy (quotas, fair order, preemption, backfill)
+hooks in through `streams.tenancy`, `streams.preemption` and `streams.queueing`.
+Memory is bounded by live jobs plus `horizon_s` (`streams.horizon`): decided jobs and released
 reservations older than that are forgotten, jobs holding GPUs never.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
@@ -26,10 +30,18 @@ from infra.jobspec import job_problems
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
 from scorer import ClusterState, JobSpec, PlacementResult, Placer, ReservationError, rank_regions
 from scorer.network import job_flows
+from scorer.tenancy import TenancyPolicy
 from streams.bandwidth import flow_records, flows_from_records
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
+from streams.fairness import WithinOrder
 from streams.horizon import DecidedJobs, ReleasedLog
+from streams.lifecycle import force_evict, on_job_event
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
+from streams.preemption import Preemptions
+from streams.queueing import respect_reservation, retry_region
+from streams.recovery import rebuild_tables
+from streams.tenancy import CAPACITY, QUOTA, Tenancy
+from streams.waiting import CAPACITY_TEXT, annotate, enqueue, final_id, queued_decision
 
 __all__ = ["Scheduler"]
 
@@ -59,6 +71,9 @@ class Scheduler:
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
         cross_region: bool = False,
+        tenancy: TenancyPolicy | None = None,
+        within_tenant_order: WithinOrder | None = None,
+        clock: Callable[[], int] | None = None,
         porting_penalties: Mapping[str, float] | None = None,
         horizon_s: float = 600.0,
     ) -> None:
@@ -68,7 +83,8 @@ class Scheduler:
         self.queue = queue
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
-        self.final = DecidedJobs(horizon_s)
+        self.final = DecidedJobs(horizon_s)  # decided at their current epoch
+        self.epochs: dict[str, int] = {}  # job -> current epoch (absent: 0)
         self.released = ReleasedLog(horizon_s)
         # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
         self.routed_attempts: dict[str, int] = {}
@@ -81,62 +97,35 @@ class Scheduler:
         # a reservation lives in its anchor region's changelog); placed flows go to the view
         self.cross_region = cross_region
         self.network = placer.network
+        self.clock: Callable[[], int] = clock or now_ms  # event time in replays
+        self.tenancy = Tenancy(state, tenancy, within_tenant_order)
+        self.preemption = Preemptions(self)
 
     # -- recovery -----------------------------------------------------------------------------
 
     def rebuild(
         self,
         logged: Mapping[str, Mapping[str, Any]],
-        ended: Collection[str] | Mapping[str, int] = (),
+        ended: Mapping[str, Mapping[int, Any]] | Mapping[str, int] | Collection[str] = (),
         owns: Callable[[str], bool] = lambda region: True,
     ) -> None:
-        """Rebuild the arrays from the tables, reconciled with the decision log.
+        """Rebuild the arrays from the tables, reconciled with the decision and job-event logs.
 
-        `logged` maps job_id -> its final PlacementDecision as found in the log. A reservation
-        without a decision was never announced: drop it (its job replays). A logged placement
-        missing from the table was announced but not recorded: record it. `ended` are jobs the
-        job-event log says finished: whatever the table says, their GPUs are free. Idempotent:
-        after a rebalance it runs again on live state, which also knows decisions not yet logged.
+        `logged`: job_id -> its last final PlacementDecision in the log; `ended`: job_id ->
+        {epoch: (FINISHED | FAILED | EVICTED, written ms)} from the job-event log (`streams.
+        ledger`; an end written before its placement does not end it). A plain collection of
+        job ids means their epoch 0 finished; job_id -> written ms, that epoch 0 ended then.
         `owns(region)` says which regions this worker holds now: the rest leave memory, and
-        only owned regions' placements are restored from the log.
+        only owned regions' placements are restored. See `streams.recovery` for the rules.
         """
         self.forget_unowned(owns)
-        if self.network is not None:
-            self.network.clear()  # re-noted below from the reservations still held
-        for job_id in list(self.state.jobs):
-            self.state.release(job_id)
-        for record in self.nodes.values():
-            self.state.upsert_node(node_spec(record))
-            self.last_seen.setdefault(record["node_id"], time.monotonic())
-        now = now_ms()
-        for job_id, decision in logged.items():
-            self.final.add(job_id, age_s=(now - int(decision.get("ts") or now)) / 1000)
-        for job_id, entry in list(self.reservations.items()):
-            if job_id not in self.final:
-                del self.reservations[job_id]
-            elif _has_ended(ended, job_id, entry.get("placed_ts")) and not entry.get("released"):
-                self.reservations[job_id] = {**entry, "released": True}
-                self.released.add(entry["region"], [job_id])
-            elif not entry.get("released"):
-                self._reserve_quietly(job_id, entry["assignments"])
-                self._note_flows(job_id, entry.get("flows"))
-            else:
-                self.released.add(entry["region"], [job_id])
-        for job_id, decision in logged.items():
-            placed = decision["outcome"] == "PLACED" and owns(decision.get("region") or "")
-            if placed and job_id not in self.reservations:
-                entry = {
-                    "region": decision["region"],
-                    "assignments": decision["assignments"],
-                    "gpu_model": decision.get("gpu_model"),
-                    "released": _has_ended(ended, job_id, decision.get("ts")),
-                    "placed_ts": decision.get("ts"),
-                }
-                self.reservations[job_id] = entry
-                if not entry["released"]:
-                    self._reserve_quietly(job_id, entry["assignments"])
-        for job_id in [j for j in self.queue if j in self.final]:
-            del self.queue[job_id]
+        rebuild_tables(self, logged, _epoch_ends(ended), owns)
+        self.preemption.restore()
+        if self.network is not None:  # placed flows, from the reservations still held
+            self.network.clear()
+            for job_id, entry in self.reservations.items():
+                if not entry.get("released"):
+                    self._note_flows(job_id, entry.get("flows"))
         log.info(
             "rebuilt nodes=%d final=%d held=%d queued=%d",
             len(self.nodes),
@@ -175,11 +164,15 @@ class Scheduler:
         self._views = (0.0, {})
         return dropped
 
-    def _reserve_quietly(self, job_id: str, assignments: Any) -> None:
+    def reserve_quietly(self, job_id: str, assignments: Any) -> None:
         try:
             self.state.reserve(job_id, parse_assignments(assignments))
         except (ReservationError, KeyError) as exc:
             log.warning("cannot restore reservation job_id=%s: %s", job_id, exc)
+
+    def restore_node(self, record: Mapping[str, Any]) -> None:
+        self.state.upsert_node(node_spec(record))
+        self.last_seen.setdefault(record["node_id"], time.monotonic())
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -209,9 +202,11 @@ class Scheduler:
             return self._refuse_unrouted(
                 job, started_ns, [f"invalid job spec: {p}" for p in problems]
             )
-        ranked = rank_regions(
-            job_spec(job), self.region_views(), porting_penalties=self.porting_penalties
-        )
+        spec = job_spec(job)
+        problem = self.tenancy.problem(spec)
+        if problem:
+            return self._refuse_unrouted(job, started_ns, [f"invalid job spec: {problem}"])
+        ranked = rank_regions(spec, self.region_views(), porting_penalties=self.porting_penalties)
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"
@@ -219,7 +214,7 @@ class Scheduler:
         regions = [r for r, _ in ranked]
         routed = {
             "event_id": new_event_id(),
-            "ts": now_ms(),
+            "ts": self.clock(),
             "job": dict(job),
             "submitted_ts": submitted_ts,
             "region": regions[0],
@@ -256,28 +251,86 @@ class Scheduler:
             partition_of=self.partition_of,
         )
 
+    # -- jobs as the scorer sees them ---------------------------------------------------------
+
+    def spec_of(self, routed: Mapping[str, Any]) -> JobSpec:
+        """The job's spec; a requeued job expects only the work it has left."""
+        spec = job_spec(routed["job"])
+        progress = float(routed.get("progress") or 0.0)
+        if progress > 0 and spec.expected_duration_s:
+            left = spec.expected_duration_s * max(0.01, 1.0 - progress)
+            spec = dataclasses.replace(spec, expected_duration_s=left)
+        return spec
+
+    def restrict(self, spec: JobSpec, models: Sequence[str]) -> JobSpec | None:
+        """The spec limited to `models` (and the job's own allow-list); None when no model is
+        left (an empty allow-list would mean "any")."""
+        canon = self.state.catalog.canonical
+        keep = tuple(
+            m for m in models if not spec.allowed_gpu_models
+            or canon(m) in {canon(a) for a in spec.allowed_gpu_models}
+        )  # fmt: skip
+        return dataclasses.replace(spec, allowed_gpu_models=keep) if keep else None
+
+    @staticmethod
+    def epoch_of(routed: Mapping[str, Any]) -> int:
+        return int(routed.get("epoch") or 0)
+
+    def propose(
+        self, routed: Mapping[str, Any], region: str, *, explain: bool = False
+    ) -> tuple[PlacementResult, str, str]:
+        """The placer's proposal under the tenant's quota: (result, wait code, wait reason).
+        `explain`: a refusal carries its reasons (only one that is sent needs them)."""
+        spec = self.spec_of(routed)
+        gate = self.tenancy.gate(spec, region)
+        if not gate.tiers:
+            return PlacementResult(placed=False, reasons=(gate.reason,)), gate.code, gate.reason
+        result: PlacementResult | None = None
+        for models in gate.tiers:
+            target = spec if models is None else self.restrict(spec, models)
+            if target is None:
+                continue
+            result = self.placer.place(target, region, explain=explain)
+            if result.placed:
+                return result, "", ""
+        if result is None:
+            why = "quota: none of the job's allowed GPU models has quota here"
+            return PlacementResult(placed=False, reasons=(why,)), QUOTA, why
+        if self.cross_region and spec.cross_region_ok and spec.gpu_count > 1:
+            wide = self.placer.place(spec, None, explain=explain)  # over the regions held here
+            if wide.placed:
+                return wide, "", ""
+            if result.never_fits and not wide.never_fits:
+                result = wide  # queue it: it fits once links or GPUs free
+        return result, CAPACITY, CAPACITY_TEXT
+
     # -- placement ----------------------------------------------------------------------------
 
     def place(self, routed: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
-        """Regional choice for a RoutedJob; spill over, queue or reject when refused."""
+        """Regional choice for a RoutedJob; spill over, preempt, queue or reject when refused."""
         job = routed["job"]
         job_id, region = job["job_id"], routed["region"]
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
         if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
             return []  # a replay: this job was already forwarded past this region
-        spec = job_spec(job)
-        explain = self._explain(routed)
-        result = self.placer.place(spec, region, explain=explain)
-        if not result.placed and self.cross_region and spec.cross_region_ok and spec.gpu_count > 1:
-            wide = self.placer.place(spec, None, explain=explain)  # over the regions held here
-            if wide.placed or (result.never_fits and not wide.never_fits):
-                result = wide  # placed, or: queue it, it fits once links or GPUs free
+        result, code, reason = self.propose(routed, region, explain=self._explain(routed))
         if result.placed:
-            placed = self._commit(routed, result, started_ns)
+            result, code, reason = respect_reservation(self, routed, region, result)
+        if result.placed:
+            placed = self.commit(routed, result, started_ns)
             if placed is not None:
                 return [placed]
-        return self._refused(routed, result, started_ns)
+        return self._refused(routed, result, started_ns, code, reason)
+
+    def place_waiting(self, routed: Mapping[str, Any], *, note: str = "") -> list[Outgoing]:
+        """Place a queued job now if it fits (its wait reason is updated when not)."""
+        result, code, reason = self.propose(routed, routed["region"], explain=False)
+        if result.placed:
+            placed = self.commit(routed, result, time.perf_counter_ns(), note=note)
+            return [placed] if placed is not None else []
+        self.tenancy.wait(routed["job"]["job_id"], code, reason)
+        return []
 
     @staticmethod
     def _explain(routed: Mapping[str, Any]) -> bool:
@@ -290,8 +343,13 @@ class Scheduler:
             return False
         return not (routed.get("candidates") and routed.get("queue_region"))
 
-    def _commit(
-        self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
+    def commit(
+        self,
+        routed: Mapping[str, Any],
+        result: PlacementResult,
+        started_ns: int,
+        *,
+        note: str = "",
     ) -> Outgoing | None:
         job = routed["job"]
         job_id = job["job_id"]
@@ -300,26 +358,39 @@ class Scheduler:
         except ReservationError as exc:  # the scorer proposed something no longer free
             log.error("reservation refused job_id=%s: %s", job_id, exc)
             return None
+        epoch, now = self.epoch_of(routed), self.clock()
         record = decision_record(
             job,
             "PLACED",
-            event_id=new_event_id(job_id, "final"),
-            ts=now_ms(),
+            event_id=final_id(job_id, "final", epoch),
+            ts=now,
             submitted_ts=int(routed["submitted_ts"]),
             attempt=int(routed["attempt"]),
             worker_us=int(routed.get("worker_us", 0)) + _us_since(started_ns),
             result=result,
+            reasons=[note] if note else None,
         )
+        spec = self.spec_of(routed)
+        run = self.tenancy.record(
+            spec, record["region"], result.gpu_model, now_ms=now,
+            expected_s=result.expected_duration_s, epoch=epoch,
+        )  # fmt: skip
+        annotate(record, routed, run.class_name)
         self.reservations[job_id] = {
             "region": record["region"],
             "assignments": record["assignments"],
             "gpu_model": record["gpu_model"],
             "released": False,
-            "flows": self._placed_flows(job_spec(job), result),
+            "epoch": epoch,
+            "routed": {k: v for k, v in routed.items() if not k.startswith("_")},
+            "tenancy": run.to_entry(),
+            "flows": self._placed_flows(spec, result),
             "placed_ts": record["ts"],
         }
         self.queue.pop(job_id, None)
         self.final.add(job_id)
+        self.epochs[job_id] = epoch
+        self.tenancy.done_waiting(job_id)
         return outgoing(
             DECISIONS_PLACEMENT,
             job_id,
@@ -329,7 +400,12 @@ class Scheduler:
         )
 
     def _refused(
-        self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
+        self,
+        routed: Mapping[str, Any],
+        result: PlacementResult,
+        started_ns: int,
+        code: str,
+        reason: str,
     ) -> list[Outgoing]:
         job, region = routed["job"], routed["region"]
         refusals = _merge_counts(routed.get("refusals") or {}, result.refusals)
@@ -337,13 +413,14 @@ class Scheduler:
         worker_us = int(routed.get("worker_us", 0)) + _us_since(started_ns)
         candidates = list(routed.get("candidates") or ())
         if routed.get("_retry"):
+            self.tenancy.wait(job["job_id"], code, reason)
             return []  # still no room; stays queued
         if candidates or (queue_region and queue_region != region):
             nxt = candidates[0] if candidates else queue_region
             forwarded = {
                 **routed,
                 "event_id": new_event_id(),
-                "ts": now_ms(),
+                "ts": self.clock(),
                 "region": nxt,
                 "candidates": candidates[1:],
                 "attempt": int(routed["attempt"]) + 1,
@@ -352,30 +429,13 @@ class Scheduler:
                 "worker_us": worker_us,
             }
             return [self._routed(forwarded)]
-        submitted_ts, attempt = int(routed["submitted_ts"]), int(routed["attempt"])
         if queue_region == region:
-            self.queue[job["job_id"]] = {**routed, "refusals": refusals, "queued_ts": now_ms()}
-            record = decision_record(
-                job,
-                "QUEUED",
-                event_id=new_event_id(job["job_id"], "queued"),
-                ts=now_ms(),
-                submitted_ts=submitted_ts,
-                attempt=attempt,
-                worker_us=worker_us,
-                region=region,
-                reasons=["no free capacity now; waiting in the region queue"],
-                refusals=refusals,
-            )
-            return [
-                outgoing(
-                    DECISIONS_PLACEMENT,
-                    job["job_id"],
-                    record,
-                    region=region,
-                    partition_of=self.partition_of,
-                )
-            ]
+            waiting = {**routed, "refusals": refusals, "worker_us": worker_us}
+            preempting = self.preemption.try_preempt(waiting, region)
+            if preempting:
+                return preempting
+            return [self.enqueue(waiting, code, reason)]
+        submitted_ts, attempt = int(routed["submitted_ts"]), int(routed["attempt"])
         reasons = self._rejection_reasons(job, result)
         return [
             self._final(
@@ -390,6 +450,15 @@ class Scheduler:
                 worker_us=worker_us,
             )
         ]
+
+    def enqueue(self, routed: Mapping[str, Any], code: str, reason: str) -> Outgoing:
+        """Put a job in its region's queue; the QUEUED decision saying why it waits."""
+        return enqueue(self, routed, code, reason)
+
+    def queued_decision(
+        self, entry: Mapping[str, Any], code: str, reason: str, *, tag: str = "queued"
+    ) -> Outgoing:
+        return queued_decision(self, entry, code, reason, tag=tag)
 
     def _rejection_reasons(self, job: Mapping[str, Any], last: PlacementResult) -> list[str]:
         """Why a job is rejected, over every region this worker holds: the last region tried
@@ -421,8 +490,8 @@ class Scheduler:
         record = decision_record(
             job,
             outcome,
-            event_id=new_event_id(job_id, "final"),
-            ts=now_ms(),
+            event_id=final_id(job_id, "final", self.epochs.get(job_id, 0)),
+            ts=self.clock(),
             submitted_ts=submitted_ts,
             attempt=attempt,
             worker_us=_us_since(started_ns) if worker_us is None else worker_us,
@@ -430,6 +499,7 @@ class Scheduler:
             reasons=reasons,
             refusals=refusals,
         )
+        record["epoch"] = self.epochs.get(job_id, 0)
         return outgoing(
             DECISIONS_PLACEMENT, job_id, record, region=region, partition_of=self.partition_of
         )
@@ -439,71 +509,40 @@ class Scheduler:
     def on_job_event(
         self, event: Mapping[str, Any], *, produced_ms: int | None = None
     ) -> list[Outgoing]:
-        """Release GPUs when a job ends; then try the region's queue.
+        """Release GPUs when a placement ends (its epoch's end event); an evicted job is
+        requeued with its progress; then the region's queue is tried (`streams.lifecycle`).
 
         `produced_ms` is when the event was written to the log (its Kafka timestamp): an end
         written before this placement was decided (a finish before a start, a stale or
         replayed event) is not about this placement and frees nothing.
         """
-        if event["type"] not in ("FINISHED", "FAILED", "EVICTED"):
-            return []
-        job_id = event["job_id"]
-        entry = self.reservations.get(job_id)
-        if (
-            entry is not None
-            and produced_ms is not None
-            and produced_ms < entry.get("placed_ts", 0)
-        ):
-            log.warning("end of job written before its placement ignored job_id=%s", job_id)
-            return []
-        if entry is None or entry.get("released"):
-            self.state.release(job_id)  # idempotent
-            return []
-        self.state.release(job_id)
-        self.reservations[job_id] = {**entry, "released": True}
-        if self.network is not None:
-            self.network.note_released(job_id)
-        # on the region's own event, so the deletes land in its changelog partition
-        self.released.add(entry["region"], [job_id])
-        self.released.forget(entry["region"], self.reservations)
-        return self.retry_queue(entry["region"])
+        return on_job_event(self, event, produced_ms=produced_ms)
+
+    def force_evict(self, job_id: str, epoch: int) -> list[Outgoing]:
+        """The grace period is over: count the victim's GPUs as free and requeue it."""
+        return force_evict(self, job_id, epoch)
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
-        """Place waiting jobs of a region, highest priority first, then oldest.
+        """Place waiting jobs of a region: tenants in fair-share order, each tenant's jobs by
+        `within_tenant_order`; the first job that cannot start gets a backfill reservation
+        (`streams.queueing`). Bounded work per call, however long the queue."""
+        return retry_region(self, region, max_refusals=max_refusals)
 
-        Jobs needing more whole GPUs than the region has free are skipped without scoring, and
-        the scan stops after `max_refusals` refusals, so a release costs bounded work however
-        long the queue is (smaller jobs behind a big one may backfill).
-        """
-        waiting = [r for r in self.queue.values() if r["region"] == region]
-        if not waiting:
-            return []
-        waiting.sort(key=lambda r: (-int(r["job"].get("priority", 0)), int(r["queued_ts"])))
-        free = sum(self.state.free_gpus(region).values())
-        out: list[Outgoing] = []
-        refused = 0
-        for routed in waiting:
-            job = routed["job"]
-            need = int(job.get("gpu_count", 1)) if int(job.get("gpu_milli", 1000)) >= 1000 else 0
-            if need > free:
-                continue
-            placed = self.place({**routed, "_retry": True}, started_ns=time.perf_counter_ns())
-            if placed:
-                out.extend(placed)
-                free -= need
-            else:
-                refused += 1
-                if refused >= max_refusals:
-                    break
-        return out
-
-    def on_tick(self, now_ms: int) -> list[Outgoing]:
-        """The scheduler's timer (worker: every `worker.replan_interval_s`; replay: `tick_s`):
-        retry every region's queue. Re-planning passes hook in here."""
-        regions = sorted({r["region"] for r in self.queue.values()})
+    def on_tick(self, now_ms: int, regions: Collection[str] | None = None) -> list[Outgoing]:
+        """The scheduler's timer (worker: every `worker.replan_interval_s`, per owned partition;
+        replay: `tick_s`): grace periods that ended, every queue retried, then a few waiting
+        jobs look for victims (priority preemption, quota reclaim). Re-planning hooks in here."""
+        out = self.preemption.expire(now_ms, regions)
+        queued = sorted({r["region"] for r in self.queue.values()})
+        for region in queued:
+            if regions is None or region in regions:
+                out.extend(self.retry_queue(region))
+                out.extend(self.preemption.sweep(region))
         held = self.state.jobs
         self.final.prune(keep=lambda job_id: job_id in held)
-        return [msg for region in regions for msg in self.retry_queue(region)]
+        keep = (self.final, self.queue, self.reservations)
+        self.epochs = {j: e for j, e in self.epochs.items() if any(j in t for t in keep)}
+        return out
 
     # -- network ------------------------------------------------------------------------------
 
@@ -534,9 +573,14 @@ def _us_since(started_ns: int) -> int:
     return (time.perf_counter_ns() - started_ns) // 1000
 
 
-def _has_ended(ended: Collection[str] | Mapping[str, int], job_id: str, placed_ts: Any) -> bool:
-    """Whether the job-event log ends this placement: with write times (a mapping), only an
-    end written at or after the placement counts (as `on_job_event` judges it live)."""
-    if isinstance(ended, Mapping):
-        return job_id in ended and ended[job_id] >= int(placed_ts or 0)
-    return job_id in ended
+def _epoch_ends(
+    ended: Mapping[str, Mapping[int, Any]] | Mapping[str, int] | Collection[str],
+) -> dict[str, dict[int, Any]]:
+    """`ended` in the ledger's shape, job_id -> {epoch: (kind, written ms) or kind}: a plain
+    collection means epoch 0 finished; job_id -> written ms, that epoch 0 ended then."""
+    if not isinstance(ended, Mapping):
+        return {job_id: {0: "FINISHED"} for job_id in ended}
+    return {
+        job_id: dict(ends) if isinstance(ends, Mapping) else {0: ("FINISHED", int(ends))}
+        for job_id, ends in ended.items()
+    }

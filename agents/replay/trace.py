@@ -15,7 +15,7 @@ from agents.replay.csvio import Row, positive, read_rows, to_bool, to_float, to_
 from agents.replay.errors import TraceError
 from scorer import Catalog, ThroughputModel, default_catalog
 from scorer.network import Link
-from scorer.types import PRECISIONS
+from scorer.types import KINDS, PRECISIONS
 
 __all__ = [
     "Trace",
@@ -79,6 +79,7 @@ class TraceJob:
     micro_batch: int = 0
     seq_len: int = 0
     cross_region_ok: bool = False
+    priority_class: str | None = None  # tenancy: a named class (docs/tenancy.md)
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,9 @@ def _job(row: Row, catalog: Catalog) -> TraceJob:
         reference_model=_checked_model(row, "reference_model", ref, catalog) if ref else None,
         data_region=row.get("data_region") or None,
         allowed_regions=to_list(row.get("allowed_regions")),
+        kind=row.parse("kind", _kind, "TRAINING"),
+        checkpoint_interval_s=row.parse("checkpoint_interval_s", positive(to_int, strict=False), 0),
+        priority_class=row.get("priority_class") or None,
         **_comm_fields(row),
     )
 
@@ -205,6 +209,13 @@ def _comm_fields(row: Row) -> dict[str, Any]:
         "seq_len": row.parse("seq_len", positive(to_int, strict=False), 0),
         "cross_region_ok": row.parse("cross_region_ok", to_bool, False),
     }
+
+
+def _kind(raw: str) -> str:
+    kind = raw.upper()
+    if kind not in KINDS:
+        raise ValueError(f"expected one of {', '.join(KINDS)}")
+    return kind
 
 
 def _checked_model(row: Row, column: str, name: str, catalog: Catalog) -> str:
@@ -295,6 +306,7 @@ def job_record(job: TraceJob, ts_ms: int) -> dict[str, Any]:
         "micro_batch": job.micro_batch,
         "seq_len": job.seq_len,
         "cross_region_ok": job.cross_region_ok,
+        "priority_class": job.priority_class,
     }
     return record
 

@@ -44,6 +44,7 @@ class TwinConfig:
     restore_s: float = 60.0  # reload a checkpoint on resume or after a migration
     spread_penalty: float = 0.7  # multi-node gang speed factor when no consolidated=0 figure
     network: TwinNetwork | None = None  # links and quotas; None: spread_penalty only
+    checkpoint_s: float = 30.0  # writing a checkpoint on demand (checkpoint-first evictions)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ class JobRun:
     epoch: int = 0  # bumps on every (re)placement, invalidating stale finish events
     preemptions: int = 0
     migrations: int = 0
+    lost_gpu_seconds: float = 0.0  # computed work thrown away by evictions, x GPUs
+    segments: list[tuple[float, float, float]] = field(default_factory=list)  # held (t0, t1, GPUs)
+    held_since: float = 0.0
     gpu_seconds: float = 0.0  # GPUs held x time (shares count their fraction)
     cost: float = 0.0
     energy_kwh: float = 0.0
@@ -138,6 +142,7 @@ class Twin:
             raise TwinError(f"job {job_id} is already running or finished")
         self._take_gpus(run.job, slices)
         run.slices = tuple(slices)
+        run.held_since = at
         run.gpu_model = self.nodes[slices[0].node_id].gpu_model
         run.rate = self.rate(run.job, slices)
         run.segment_start = run.accounted_s = at
@@ -165,13 +170,21 @@ class Twin:
         self._advance(at)
         self._run(job_id).rejected = True
 
-    def evict(self, job_id: str, at: float) -> float:
-        """Stop a running job; work since its last checkpoint is lost. Returns work kept."""
+    def evict(self, job_id: str, at: float, *, checkpoint_at: float | None = None) -> float:
+        """Stop a running job. Without `checkpoint_at`, work since its last periodic checkpoint
+        is lost; with it (a checkpoint written from then until `at`), the work up to then is
+        kept and the checkpointing time is overhead. Returns the work kept."""
         self._advance(at)
         run = self._running(job_id)
         interval = run.job.checkpoint_interval_s or self.config.checkpoint_interval_s
         computed = self._computed(run, at)
-        kept = math.floor(computed / interval) * interval if interval > 0 else 0.0
+        if checkpoint_at is not None:
+            kept = self._computed(run, min(checkpoint_at, at))
+            lost = 0.0
+        else:
+            kept = math.floor(computed / interval) * interval if interval > 0 else 0.0
+            lost = computed - kept
+        run.lost_gpu_seconds += lost * _gpu_count(run.slices)
         self._stop(run, at, progress=self._work(run, run.segment_start + run.restore + kept))
         run.preemptions += 1
         return run.done
@@ -366,6 +379,7 @@ class Twin:
 
     def _stop(self, run: JobRun, at: float, *, progress: float) -> None:
         self._account(run, at)
+        run.segments.append((run.held_since, at, _gpu_count(run.slices)))
         run.done = min(run.job.duration_s, run.done + progress)
         self._apply_gpus(run.slices, +1)
         if not run.blocked:
@@ -401,6 +415,11 @@ def _gpus(run: JobRun) -> dict[str, int]:
     for s in run.slices:
         out[s.node_id] = out.get(s.node_id, 0) + len(s.gpu_indices)
     return out
+
+
+def _gpu_count(slices: Sequence[Slice]) -> float:
+    """GPUs held (a share counts its fraction)."""
+    return sum(len(s.gpu_indices) * s.gpu_milli / 1000 for s in slices)
 
 
 def slices_from(assignments: Iterable[Mapping[str, Any]]) -> tuple[Slice, ...]:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gpuflow.commands.common import fail, running_config, worker_url
 from gpuflow.dryrun import PlanError, plan_lines, request_plan
-from gpuflow.render import decision_line
+from gpuflow.render import LINES, decision_line
 from infra.config import Config
 from infra.errors import ConfigError
 from infra.jobspec import JobSpecError, job_record, load_job_file
@@ -52,6 +52,13 @@ def submit(
     precision: Annotated[str | None, typer.Option(help="FP32 TF32 BF16 FP16 FP8 INT8.")] = None,
     params_b: Annotated[float | None, typer.Option(help="Model parameters, billions.")] = None,
     priority: Annotated[int | None, typer.Option(help="Higher runs first.")] = None,
+    priority_class: Annotated[
+        str | None,
+        typer.Option(
+            help="online-inference, urgent-training, batch, best-effort (or the policy's)."
+        ),
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Team the job's quota counts against.")] = None,
     duration: Annotated[float | None, typer.Option(help="Expected run time, s.")] = None,
     family: Annotated[str | None, typer.Option(help="Model family (llama, bert...).")] = None,
     tensor_parallel: Annotated[int | None, typer.Option(help="Tensor-parallel degree.")] = None,
@@ -87,6 +94,8 @@ def submit(
         "precision": precision,
         "params_b": params_b,
         "priority": priority,
+        "priority_class": priority_class,
+        "tenant": tenant,
         "expected_duration_s": duration,
         "model_family": family,
         "tensor_parallel": tensor_parallel,
@@ -185,7 +194,7 @@ def watch(
     kind: Annotated[
         str,
         typer.Argument(
-            help="placement, preemption, migration, bandwidth, "
+            help="placement, preemption, migration, advisory, bandwidth, "
             "deadletter, ... (a topic's last name part)"
         ),
     ] = "placement",
@@ -224,8 +233,9 @@ def _line(codec: Any, value: bytes | None) -> str:
         name, record = codec.decode(value)
     except DecodeError as exc:
         return f"[red]undecodable[/red] {exc}"
-    if name == "PlacementDecision":
-        return decision_line(record)
+    line = LINES.get(name)
+    if line is not None:
+        return line(record)
     return f"[cyan]{name}[/cyan] " + json.dumps(record, default=lambda b: b.hex()[:64])
 
 

@@ -21,6 +21,7 @@ from gpuflow.stack import Stack
 from gpuflow.usage import UsageTally, fleet_gpus, usage_table
 from infra.config import load_config
 from infra.errors import ConfigError, InfraError
+from infra.policy import load_policy
 
 __all__ = ["up"]
 
@@ -49,10 +50,16 @@ def up(
     workers: Annotated[
         int, typer.Option(min=1, help="Worker processes sharing the regions' partitions.")
     ] = 1,
+    policy: Annotated[
+        Path | None, typer.Option(help="Tenancy policy file: tenants, quotas, classes (YAML).")
+    ] = None,
 ) -> None:
     """Run broker, worker, simulated fleet, executor twin and a job generator; show decisions."""
     try:
-        config = load_config(data_dir=str(data_dir))
+        extra: dict[str, Any] = {"worker": {"policy_file": str(policy.resolve())}} if policy else {}
+        config = load_config(data_dir=str(data_dir), **extra)
+        if config.worker.policy_file:
+            load_policy(config.worker.policy_file)  # a bad file: one line now, not a dead worker
         fleet_obj = _fleet(fleet, nodes, seed)
         # one partition a region while there are enough
         config = config.with_regions(r.name for r in fleet_obj.spec.regions)
@@ -110,7 +117,8 @@ def up(
     console.print(
         f"[bold]done[/bold] in {time.monotonic() - started:.0f}s: "
         + ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items()))
-        + f"; jobs finished {twin.stats.finished}, running {len(twin.stats.running)}"
+        + f"; jobs finished {twin.stats.finished}, evicted {twin.stats.evicted}, "
+        f"running {len(twin.stats.running)}"
     )
 
 

@@ -1,10 +1,13 @@
 """The replay loop, shared by both engines: virtual events in order, decisions into the twin.
 
 Events are job submissions (trace order), job finishes (from the twin), the executor's reports
-of the decisions it carried out (a migration -> MIGRATED, a preemption -> EVICTED), and, when
-`tick_s` is set, the scheduler's timer (re-planning passes, queue sweeps) every `tick_s`
-virtual seconds. At equal times a finish goes first, then the executor's reports, then a
-submission, then the timer, so capacity freed at t is visible to a job submitted at t.
+of the decisions it carried out (a migration -> MIGRATED, a preemption -> EVICTED), the
+executor's delayed actions (a checkpoint-first eviction stops its job once the checkpoint is
+written), and, when `tick_s` is set, the scheduler's timer (re-planning passes, queue sweeps,
+grace periods) every `tick_s` virtual seconds. At equal times a finish goes first, then the
+executor's reports and delayed actions, then a submission, then the timer, so capacity freed at
+t is visible to a job submitted at t. Every JobEvent carries the epoch of the placement it is
+about (the PlacementDecision's), as a real executor must echo it.
 
 A `Decider` turns each event into the decisions it caused, as `Decided(topic, record)`: in
 process by calling the worker's `Scheduler` directly, or through the real broker and worker.
@@ -14,6 +17,8 @@ decision out on the twin and returns the `JobEvent`s a real executor would repor
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +32,7 @@ from scorer import ThroughputModel
 
 __all__ = ["BASE_MS", "HANDLERS", "Decided", "Decider", "ReplayResult", "run_replay"]
 
+_SEQ = itertools.count()  # tie-break of delayed actions due at the same time
 BASE_MS = 1_700_000_000_000  # virtual epoch: trace second 0, in ms (Avro timestamps)
 Progress = Callable[[int, int], None]  # (events done, events total)
 
@@ -65,6 +71,10 @@ class ReplayResult:
     preemptions: list[dict[str, Any]] = field(default_factory=list)
     other: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by topic
     placements: dict[str, tuple[str, ...]] = field(default_factory=dict)  # job -> nodes
+    epochs: dict[str, int] = field(default_factory=dict)  # job -> epoch of its placement
+    delayed: list[tuple[float, int, Callable[[], list[dict[str, Any]]]]] = field(
+        default_factory=list
+    )  # executor actions due later: (time, seq, action -> reports)
     first_refusal_alloc_rate: float | None = None
     first_refusal_s: float | None = None
     arrivals_only: bool = False
@@ -91,6 +101,11 @@ def job_event(
     }
 
 
+def later(result: ReplayResult, at: float, action: Callable[[], list[dict[str, Any]]]) -> None:
+    """The executor does `action` at virtual time `at` (its reports then reach the decider)."""
+    heapq.heappush(result.delayed, (at, next(_SEQ), action))
+
+
 def run_replay(
     trace: Trace,
     decider: Decider,
@@ -114,23 +129,33 @@ def run_replay(
     while True:
         next_submit = jobs[i].submit_s if i < len(jobs) else math.inf
         next_finish = math.inf if arrivals_only else twin.next_finish()
+        next_action = result.delayed[0][0] if result.delayed else math.inf
         if reports:
             out = decider.job_event(reports.popleft())
-        elif next_finish <= next_submit and next_finish <= next_tick and math.isfinite(next_finish):
+        elif next_finish <= min(next_submit, next_tick, next_action) and math.isfinite(next_finish):
             run = twin.pop_finish()
-            region = twin.nodes[result.placements[run.job.job_id][0]].region
-            nodes = result.placements[run.job.job_id]
+            job_id = run.job.job_id
+            region = twin.nodes[result.placements[job_id][0]].region
+            nodes = result.placements[job_id]
+            epoch = result.epochs.get(job_id, 0)
             out = decider.job_event(
-                job_event(twin, run.job.job_id, "FINISHED", region, nodes, progress=1.0)
+                job_event(twin, job_id, "FINISHED", region, nodes, progress=1.0, epoch=epoch)
             )
             done += 1
+        elif next_action <= min(next_submit, next_tick) and math.isfinite(next_action):
+            _, _, action = heapq.heappop(result.delayed)
+            twin.advance_to(next_action)
+            reports.extend(action())
+            continue
         elif next_submit <= next_tick and math.isfinite(next_submit):
             job = jobs[i]
             i += 1
             twin.submit(job, job.submit_s)
             out = decider.submit(job_record(job, _ms(job.submit_s)))
             done += 1
-        elif math.isfinite(next_tick) and (i < len(jobs) or math.isfinite(next_finish)):
+        elif math.isfinite(next_tick) and (
+            i < len(jobs) or math.isfinite(next_finish) or result.delayed
+        ):
             twin.advance_to(next_tick)
             out = decider.tick(_ms(next_tick))
             next_tick += float(tick_s)  # type: ignore[arg-type]
@@ -162,6 +187,7 @@ def _on_placement(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any
     if outcome == "PLACED":
         slices = slices_from(d["assignments"])
         result.placements[job_id] = tuple(s.node_id for s in slices)
+        result.epochs[job_id] = int(d.get("epoch") or 0)
         twin.start(job_id, slices, twin.now)
     elif outcome == "REJECTED":
         twin.reject(job_id, twin.now)
@@ -172,30 +198,78 @@ def _on_placement(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any
 
 
 def _on_migration(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any]]:
-    """Checkpoint, move and resume (the twin charges the restore); report MIGRATED."""
+    """Checkpoint, move and resume (the twin charges the restore); report MIGRATED. A move
+    without a target (NODE_UNHEALTHY: get off this node) checkpoints and stops the job, reported
+    EVICTED with its progress, and the scheduler places it again elsewhere."""
     twin = result.twin
     result.migrations.append(d)
-    run = twin.runs.get(d["job_id"])
+    job_id = d["job_id"]
+    run = twin.runs.get(job_id)
     if run is None or not run.running:  # finished (or evicted) before the move: nothing to do
         return []
+    if not d.get("to_assignments"):
+        return _evict(result, job_id, d.get("from_region", ""), checkpoint_at=twin.now,
+                      detail=f"moved off: {d.get('reason', '')}")  # fmt: skip
     slices = slices_from(d["to_assignments"])
-    twin.migrate(d["job_id"], slices, twin.now)
-    result.placements[d["job_id"]] = tuple(s.node_id for s in slices)
+    twin.migrate(job_id, slices, twin.now)
+    result.placements[job_id] = tuple(s.node_id for s in slices)
     nodes = [s.node_id for s in slices]
-    return [job_event(twin, d["job_id"], "MIGRATED", d["to_region"], nodes)]
+    epoch = result.epochs.get(job_id, 0)
+    return [job_event(twin, job_id, "MIGRATED", d["to_region"], nodes, epoch=epoch)]
 
 
 def _on_preemption(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any]]:
-    """Evict the victim (work since its last checkpoint is lost); report EVICTED."""
+    """Evict the victim. Checkpoint-first: it writes a checkpoint (the twin's `checkpoint_s`)
+    and stops then, keeping its work, unless that takes longer than the grace period, which
+    stops it at the deadline losing the work since its last periodic checkpoint. Otherwise it
+    stops now, losing that work. Reported EVICTED with the progress kept and the work lost."""
     twin = result.twin
     result.preemptions.append(d)
-    run = twin.runs.get(d["job_id"])
+    job_id = d["job_id"]
+    run = twin.runs.get(job_id)
     if run is None or not run.running:
         return []
+    if result.epochs.get(job_id, 0) != int(d.get("victim_epoch") or 0):
+        return []  # a decision about an earlier placement
+    grace = float(d.get("grace_period_s") or 0.0) or math.inf
+    if not d.get("checkpoint_first"):
+        return _evict(result, job_id, d["region"], detail=f"preempted for {d['for_job_id']}")
+    epoch, started = result.epochs.get(job_id, 0), twin.now
+    writes = twin.config.checkpoint_s
+    at = started + min(writes, grace)
+
+    def stop() -> list[dict[str, Any]]:
+        current = twin.runs[job_id]
+        if not current.running or result.epochs.get(job_id, 0) != epoch:
+            return []  # it finished while checkpointing
+        saved = started if writes <= grace else None
+        return _evict(result, job_id, d["region"], checkpoint_at=saved,
+                      detail=f"preempted for {d['for_job_id']}")  # fmt: skip
+
+    later(result, at, stop)
+    return []
+
+
+def _evict(
+    result: ReplayResult,
+    job_id: str,
+    region: str,
+    *,
+    checkpoint_at: float | None = None,
+    detail: str = "",
+) -> list[dict[str, Any]]:
+    twin = result.twin
+    run = twin.runs[job_id]
     nodes = [s.node_id for s in run.slices]
-    kept = twin.evict(d["job_id"], twin.now)
+    lost_before = run.lost_gpu_seconds
+    kept = twin.evict(job_id, twin.now, checkpoint_at=checkpoint_at)
     fraction = kept / run.job.duration_s if run.job.duration_s else 0.0
-    return [job_event(twin, d["job_id"], "EVICTED", d["region"], nodes, progress=fraction)]
+    return [
+        job_event(
+            twin, job_id, "EVICTED", region, nodes, progress=fraction, detail=detail,
+            epoch=result.epochs.get(job_id, 0), lost_gpu_s=run.lost_gpu_seconds - lost_before,
+        )
+    ]  # fmt: skip
 
 
 Handler = Callable[[ReplayResult, dict[str, Any]], list[dict[str, Any]]]

@@ -1,7 +1,9 @@
 """The in-process engine: the worker's own `Scheduler`, called directly (no broker).
 
 Every JOBS_ROUTED message is fed straight back into `place`, as the broker would deliver it;
-the Scheduler's tables are plain dicts. Same preset and throughput model as the worker.
+the Scheduler's tables are plain dicts. Same preset and throughput model as the worker. The
+scheduler's clock is the replay's virtual time (the time of the event being decided), so grace
+periods, expected ends and waits are measured in trace seconds.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from gpuflow.replay.engine import Decided
 from infra.topics import JOBS_ROUTED, TOPICS
 from scorer import ClusterState, ThroughputModel, make_placer
 from scorer.network import NetworkView
+from scorer.tenancy import TenancyPolicy
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
@@ -31,14 +34,16 @@ class InProcessDecider:
         *,
         network: NetworkView | None = None,
         cross_region: bool = False,
+        tenancy: TenancyPolicy | None = None,
     ) -> None:
         """`network`: links and placed flows for the placer; `cross_region`: gangs that fit no
         region may span several (this decider holds every region, like a single worker)."""
         state = ClusterState()
         placer = make_placer(policy, state, throughput=throughput, network=network)
+        self.now_ms = 0
         self.scheduler = Scheduler(
             state, placer, reservations={}, queue={}, nodes={}, partitions=partitions,
-            view_ttl_s=0, cross_region=cross_region,
+            view_ttl_s=0, cross_region=cross_region, tenancy=tenancy, clock=lambda: self.now_ms,
         )  # fmt: skip
 
     def setup(self, nodes: Sequence[Mapping[str, Any]]) -> None:
@@ -47,12 +52,15 @@ class InProcessDecider:
         self.scheduler.rebuild({})
 
     def submit(self, record: Mapping[str, Any]) -> list[Decided]:
+        self.now_ms = max(self.now_ms, int(record["ts"]))
         return self._follow(self.scheduler.route(dict(record), started_ns=time.perf_counter_ns()))
 
     def job_event(self, record: Mapping[str, Any]) -> list[Decided]:
+        self.now_ms = max(self.now_ms, int(record["ts"]))
         return self._follow(self.scheduler.on_job_event(dict(record)))
 
     def tick(self, ts_ms: int) -> list[Decided]:
+        self.now_ms = max(self.now_ms, ts_ms)
         return self._follow(self.scheduler.on_tick(ts_ms))
 
     def close(self) -> None:

@@ -15,9 +15,11 @@ __all__ = [
     "FORECAST_ERROR",
     "FREE_CAPACITY_AND_QUEUE_1M",
     "GPU_HOURS_AND_COST_BY_TENANT",
+    "GPU_HOURS_LOST_TO_PREEMPTION_BY_TENANT",
     "PREEMPTIONS_AND_MIGRATIONS",
     "QUERIES",
     "QUEUE_WAIT_BY_PRIORITY",
+    "QUEUE_WAIT_BY_TENANT_AND_CLASS",
     "UTILISATION_BY_REGION_MODEL",
 ]
 
@@ -205,6 +207,34 @@ SELECT l.hour AS hour, l.link_id AS link_id,
 FROM link AS l
 LEFT JOIN granted AS g ON l.hour = g.hour AND l.link_id = g.link_id
 ORDER BY hour, busy_pct DESC, link_id"""
+GPU_HOURS_LOST_TO_PREEMPTION_BY_TENANT = """\
+WITH evicted AS (
+    SELECT job_id, epoch, max(lost_gpu_s) AS lost_gpu_s
+    FROM job_events FINAL
+    WHERE type = 'EVICTED'
+    GROUP BY job_id, epoch
+)
+SELECT p.victim_tenant AS tenant,
+    count() AS preemptions,
+    countIf(p.cause = 'RECLAIM') AS reclaims,
+    sum(p.victim_gpu_count) AS gpus_evicted,
+    countIf(e.job_id = '') AS not_reported,
+    round(sum(if(e.job_id = '', p.expected_lost_gpu_s, e.lost_gpu_s)) / 3600, 4) AS gpu_hours_lost
+FROM preemption_decisions AS p FINAL
+LEFT JOIN evicted AS e ON e.job_id = p.job_id AND e.epoch = p.victim_epoch
+GROUP BY tenant
+ORDER BY gpu_hours_lost DESC, tenant"""
+
+QUEUE_WAIT_BY_TENANT_AND_CLASS = """\
+SELECT tenant, priority_class,
+    epoch > 0 AS requeued,
+    count() AS placed,
+    quantileExact(0.5)(queue_wait_ms) AS p50_wait_ms,
+    quantileExact(0.99)(queue_wait_ms) AS p99_wait_ms
+FROM placement_decisions FINAL
+WHERE outcome = 'PLACED'
+GROUP BY tenant, priority_class, requeued
+ORDER BY tenant, priority_class, requeued"""
 
 QUERIES: dict[str, str] = {
     "utilisation_by_region_model": UTILISATION_BY_REGION_MODEL,
@@ -217,4 +247,6 @@ QUERIES: dict[str, str] = {
     "preemptions_and_migrations": PREEMPTIONS_AND_MIGRATIONS,
     "forecast_error": FORECAST_ERROR,
     "busiest_links_by_hour": BUSIEST_LINKS_BY_HOUR,
+    "gpu_hours_lost_to_preemption_by_tenant": GPU_HOURS_LOST_TO_PREEMPTION_BY_TENANT,
+    "queue_wait_by_tenant_and_class": QUEUE_WAIT_BY_TENANT_AND_CLASS,
 }

@@ -125,7 +125,8 @@ def _submitted(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
 
 def _job_event(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     row = _copy("job_id", "region", "type", "node_ids", "progress", "detail")(rec, ctx)[0]
-    return [row | {"phase": rec.get("phase") or ""}]
+    tenancy = {"epoch": int(rec.get("epoch") or 0), "lost_gpu_s": float(rec.get("lost_gpu_s") or 0)}
+    return [row | {"phase": rec.get("phase") or ""} | tenancy]
 
 
 def _region_state(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
@@ -186,6 +187,7 @@ def _placement(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
         "worker_us",
     )
     ts, submitted = _ms(rec["ts"]), _ms(rec["submitted_ts"])
+    queued = _ms(rec.get("queued_ts")) or submitted
     return [
         _base(rec)
         | {k: rec[k] for k in keep}
@@ -197,7 +199,11 @@ def _placement(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
             "assignment_gpu_milli": milli,
             "node_count": len(set(nodes)),
             "submitted_ts": submitted,
-            "queue_wait_ms": (ts or 0) - (submitted or 0),
+            "queue_wait_ms": (ts or 0) - (queued or 0),
+            "epoch": int(rec.get("epoch") or 0),
+            "priority_class": rec.get("priority_class") or "",
+            "queued_ts": queued,
+            "wait_reason": rec.get("wait_reason") or "",
         }
     ]
 
@@ -214,6 +220,14 @@ def _preemption(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
             "victim_gpu_indices": indices,
             "victim_gpu_milli": milli,
             "victim_gpu_count": sum(map(len, indices)),
+            "victim_epoch": int(rec.get("victim_epoch") or 0),
+            "victim_tenant": rec.get("victim_tenant") or "",
+            "for_tenant": rec.get("for_tenant") or "",
+            "for_priority": int(rec.get("for_priority") or 0),
+            "cause": rec.get("cause") or "PRIORITY",
+            "grace_period_s": float(rec.get("grace_period_s") or 0.0),
+            "deadline_ts": _ms(rec.get("deadline_ts")),
+            "expected_lost_gpu_s": float(rec.get("expected_lost_gpu_s") or 0.0),
         }
     ]
 
@@ -292,6 +306,10 @@ CONVERTERS: dict[str, tuple[str, Converter]] = {
     "PlacementDecision": ("placement_decisions", _placement),
     "PreemptionDecision": ("preemption_decisions", _preemption),
     "MigrationDecision": ("migration_decisions", _migration),
+    "NodeAdvisory": (
+        "node_advisories",
+        _copy("node_id", "region", "action", "reason", "job_ids", "value", "detail"),
+    ),
     "BandwidthQuota": ("bandwidth_quotas", _bandwidth),
     "DemandForecast": ("demand_forecasts", _forecast),
     "DeadLetter": ("dead_letters", _dead_letter),

@@ -16,6 +16,7 @@ __all__ = [
     "job_submitted",
     "link_telemetry",
     "migration",
+    "node_advisory",
     "node_inventory",
     "node_telemetry",
     "placement",
@@ -251,6 +252,18 @@ def preemption(job_id: str, for_job_id: str, region: str, ts: int, *, gpus: int 
         "checkpoint_first": True,
         "victim_priority": 0,
         "reason": "priority",
+    }
+
+
+def node_advisory(node_id: str, region: str, ts: int, *, action: str = "CHECKPOINT") -> Record:
+    return _head(ts, None) | {
+        "node_id": node_id,
+        "region": region,
+        "action": action,
+        "reason": "HBM_SATURATION",
+        "job_ids": ["j1"],
+        "value": 91.0,
+        "detail": "HBM bandwidth 91% > 85% over 60s",
     }
 
 

@@ -60,6 +60,7 @@ class Shape:
 
 
 DECISION = r"^(PLACED|QUEUED|REJECTED) +\S+"
+QUEUE_HEADER = r"^(us-east|us-west|eu-west|ap-southeast): \d+ of \d+ GPUs free, \d+ waiting"
 WHILE_IT_RUNS = (
     Shape(r"submit examples/job\.yaml", r"^(PLACED|QUEUED) +llama13b-finetune-001 "),
     Shape(
@@ -79,6 +80,9 @@ WHILE_IT_RUNS = (
     Shape(r'gpuflow sql "SELECT region', r"│ (us-east|us-west|eu-west|ap-southeast) +│ +\d+ │"),
     Shape(r"top --once", r"GPUs by region and model[\s\S]*Last decisions"),
     Shape(r"gpuflow schemas\b", r"JobSubmitted .* [0-9a-f]{16} .* [0-9a-f]{16}"),
+    Shape(r"gpuflow queue\b", QUEUE_HEADER),
+    # preemptions come only when a job finds victims: the watch itself must answer and stop
+    Shape(r"watch preemption --timeout 5", r"\A(.*\n)*\Z"),
 )
 
 
@@ -89,7 +93,7 @@ def shape_of(command: str, shapes: tuple[Shape, ...]) -> Shape:
 
 
 def test_the_blocks_are_the_ones_this_test_knows() -> None:
-    assert len(BLOCKS) == 4, "a README block was added or removed: give it a shape here"
+    assert len(BLOCKS) == 5, "a README block was added or removed: give it a shape here"
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert commands(BLOCKS[1]) == [ci]  # the README's test command is what CI runs
     install = 'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev]"'
@@ -116,8 +120,22 @@ def test_demo_block_runs_as_shown(workdir: Path) -> None:
     assert not (workdir / "gpuflow-data" / "stack.json").exists()
 
 
+def test_policy_block_runs_as_shown(workdir: Path) -> None:
+    check, up = commands(BLOCKS[3])
+    proc = run(check, workdir)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^priority classes: online-inference 1000 \(not preemptible\)", proc.stdout,
+                     re.M)  # fmt: skip
+    assert re.search(r"^ *nlp +research +2 +us-east +hopper +16 ", proc.stdout, re.M)
+    proc = run(up.split("#")[0].strip(), workdir, timeout=300)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    assert re.search(r"^(PLACED|QUEUED) +job\d+-0-\d{6} ", out, re.M), out[-3000:]
+    assert re.search(r"^done in \d+s: ", out, re.M), out[-3000:]
+
+
 def test_replay_block_runs_as_shown(workdir: Path) -> None:
-    (command,) = commands(BLOCKS[3])
+    (command,) = commands(BLOCKS[4])
     proc = run(command, workdir)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "trace replay" in proc.stdout and re.search(r"│ gpuf\S* +│ +200 │", proc.stdout)

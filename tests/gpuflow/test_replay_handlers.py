@@ -111,3 +111,55 @@ def test_arrivals_only_never_ticks() -> None:
     decider = Scripted(preempt=False)
     run_replay(_trace(), decider, arrivals_only=True, tick_s=100.0)
     assert decider.ticks == []
+
+
+class CheckpointFirst(Scripted):
+    """Preempts x for y checkpoint-first, with a grace period; places y on the EVICTED report."""
+
+    def __init__(self, grace_s: float, move: bool = False) -> None:
+        super().__init__(preempt=True)
+        self.grace_s, self.move = grace_s, move
+
+    def submit(self, record: Mapping[str, Any]) -> list[Decided]:
+        if record["job_id"] == "x":
+            return [_placed("x", "a")]
+        if self.move:  # get x off node a (NODE_UNHEALTHY, no target)
+            move = {"job_id": "x", "from_region": "r", "to_region": "", "to_assignments": [],
+                    "reason": "NODE_UNHEALTHY"}  # fmt: skip
+            return [Decided(DECISIONS_MIGRATION, move)]
+        victim = {"job_id": "x", "for_job_id": "y", "region": "r", "victim_epoch": 0,
+                  "checkpoint_first": True, "grace_period_s": self.grace_s}  # fmt: skip
+        return [Decided(DECISIONS_PREEMPTION, victim)]
+
+
+@pytest.mark.parametrize(
+    ("grace", "evicted_at", "progress", "lost"),
+    [
+        # the checkpoint (30 s) fits the grace period: x stops at 250 + 30 with all 250 s kept
+        (60.0, 280.0, 0.25, 0.0),
+        # it does not (grace 10 s): x is stopped at the deadline, 260, keeping its periodic
+        # checkpoint at 200 s and losing 60 s x 1 GPU of work
+        (10.0, 260.0, 0.2, 60.0),
+    ],
+)
+def test_checkpoint_first_evicts_after_the_checkpoint_within_the_grace(
+    grace: float, evicted_at: float, progress: float, lost: float
+) -> None:
+    decider = CheckpointFirst(grace)
+    result = run_replay(_trace(), decider)
+    [evicted] = [e for e in decider.events if e["type"] == "EVICTED"]
+    assert evicted["ts"] == BASE_MS + evicted_at * 1000
+    assert evicted["progress"] == pytest.approx(progress) and evicted["epoch"] == 0
+    assert evicted["lost_gpu_s"] == pytest.approx(lost)
+    assert result.twin.runs["x"].lost_gpu_seconds == pytest.approx(lost)
+    y = result.twin.runs["y"]
+    assert y.first_start_s == pytest.approx(evicted_at)  # placed on the report
+
+
+def test_a_move_without_target_checkpoints_and_stops() -> None:
+    decider = CheckpointFirst(60.0, move=True)
+    run_replay(_trace(), decider)
+    [evicted] = [e for e in decider.events if e["type"] == "EVICTED"]
+    # moved at 250: checkpointed then (nothing lost), stopped at once
+    assert evicted["ts"] == BASE_MS + 250_000
+    assert evicted["progress"] == pytest.approx(0.25) and evicted["lost_gpu_s"] == 0.0

@@ -37,11 +37,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 def test_migrations_are_recorded_and_idempotent(store: Store) -> None:
     versions = {m.version for m in load_migrations()}
-    assert applied_versions(store) == versions == {1, 2, 13}
+    assert applied_versions(store) == versions == {1, 2, 11, 13}
     assert apply_migrations(store) == []  # second start: nothing to do
     assert apply_migrations(store) == []
     rows = store.query("SELECT version, name FROM schema_migrations FINAL ORDER BY version")
-    assert rows.rows == ((1, "events"), (2, "rollups"), (13, "network"))
+    assert rows.rows == ((1, "events"), (2, "rollups"), (11, "tenancy"), (13, "network"))
 
 
 def test_every_event_converts_and_inserts(store: Store) -> None:
@@ -58,6 +58,7 @@ def test_every_event_converts_and_inserts(store: Store) -> None:
         "PlacementDecision": S.placement("j1", NOW, submitted_ts=NOW - 5),
         "PreemptionDecision": S.preemption("j0", "j1", "eu", NOW),
         "MigrationDecision": S.migration("j1", "eu", "us", NOW),
+        "NodeAdvisory": S.node_advisory("n1", "eu", NOW),
         "BandwidthQuota": S.bandwidth_quota("j1", "eu>us", NOW),
         "DemandForecast": S.demand_forecast("eu", "H100", NOW, 60, [1.0]),
     }

@@ -28,6 +28,8 @@ DESIGN_TOPICS = {
     "gpuflow.decisions.bandwidth": "BandwidthQuota",
     "gpuflow.forecasts.demand": "DemandForecast",
     "gpuflow.deadletter": "DeadLetter",
+    # beyond the DESIGN's table: proactive protection (docs/tenancy.md)
+    "gpuflow.decisions.advisory": "NodeAdvisory",
 }
 # Region-scoped topics share a partition per region so one worker owns a region (co-partitioning).
 REGION_KEYED = {
@@ -38,6 +40,7 @@ REGION_KEYED = {
     "gpuflow.decisions.placement",
     "gpuflow.decisions.preemption",
     "gpuflow.decisions.migration",
+    "gpuflow.decisions.advisory",
 }
 
 

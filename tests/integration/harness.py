@@ -27,9 +27,9 @@ from streams.ledger import overbooked
 
 CODEC = SingleObjectCodec()
 
-__all__ = ["CODEC", "Running", "TopicReader", "check_once_and_not_overbooked", "final_decisions",
-           "overbooked", "run_stack",
-           "running", "submit_jobs", "wait_for"]  # fmt: skip
+__all__ = ["CODEC", "Running", "TopicReader", "check_once_and_not_overbooked", "duplicated",
+           "final_decisions", "overbooked", "run_stack", "running", "start_running",
+           "submit_jobs", "wait_for"]  # fmt: skip
 
 
 @dataclass
@@ -57,33 +57,44 @@ class Running:
         return httpx.get(url, timeout=5).json()
 
 
-@pytest.fixture
-def running(config: Config) -> Iterator[Running]:
+@contextlib.contextmanager
+def start_running(
+    config: Config, *, checkpoint_s: float = 1.0, executor: bool = True, **worker: Any
+) -> Iterator[Running]:
     """Worker + 1 Hz fleet (16 nodes over the demo fleet's 4 regions) + executor twin.
 
-    The regions are pinned one to a partition, as `gpuflow up` does.
+    The regions are pinned one to a partition, as `gpuflow up` does; `worker` overrides
+    worker settings (e.g. `policy_file`); `checkpoint_s`: the executor's on-demand checkpoint;
+    without `executor`, placed jobs hold their GPUs and nothing reports back.
     """
-    with run_stack(config) as run:
+    with run_stack(config, checkpoint_s=checkpoint_s, executor=executor, **worker) as run:
         yield run
 
 
 @contextlib.contextmanager
 def run_stack(
-    config: Config, *, nodes: int = 16, executor: bool = True, stale_after_s: float = 30.0
+    config: Config,
+    *,
+    nodes: int = 16,
+    executor: bool = True,
+    stale_after_s: float = 30.0,
+    checkpoint_s: float = 1.0,
+    **worker: Any,
 ) -> Iterator[Running]:
-    """What the `running` fixture runs, for tests that change the config first."""
+    """What the `running` fixture runs, for tests that change the config first (`worker`:
+    worker settings to override)."""
     spec = demo_fleet()
     cfg = dataclasses.replace(
         config.with_regions(r.name for r in spec.regions),
         worker=dataclasses.replace(
-            config.worker, web_port=free_port(), stale_after_s=stale_after_s
+            config.worker, web_port=free_port(), stale_after_s=stale_after_s, **worker
         ),
     )
     fleet = SimulatedFleet(spec, generate_nodes(spec, nodes, seed=3), seed=3)
     run = Running(cfg, WorkerProcess(cfg).start(), fleet)
     run.spawn(run_fleet, cfg, fleet)
     if executor:
-        run.spawn(ExecutorTwin(cfg, time_scale=1.0).run)
+        run.spawn(ExecutorTwin(cfg, time_scale=1.0, checkpoint_s=checkpoint_s).run)
     try:
         yield run
     finally:
@@ -91,6 +102,13 @@ def run_stack(
         for thread in run.threads:
             thread.join(15)
         run.worker.stop()
+
+
+@pytest.fixture
+def running(config: Config) -> Iterator[Running]:
+    """The default `start_running` stack."""
+    with start_running(config) as run:
+        yield run
 
 
 def submit_jobs(config: Config, jobs: list[dict[str, Any]], rate_per_s: float) -> None:
@@ -163,7 +181,7 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, every_s: float = 0
 
 
 def final_decisions(decisions: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """job_id -> every final (PLACED/REJECTED) decision seen for it."""
+    """job_id -> every final (PLACED/REJECTED) decision seen for it, all epochs."""
     out: dict[str, list[dict[str, Any]]] = {}
     for d in decisions:
         if d.get("outcome") in ("PLACED", "REJECTED"):
@@ -171,11 +189,24 @@ def final_decisions(decisions: list[dict[str, Any]]) -> dict[str, list[dict[str,
     return out
 
 
+def duplicated(decisions: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """(job_id, epoch) decided more than once: a job is decided once per placement epoch."""
+    seen: dict[tuple[str, int], int] = {}
+    for d in decisions:
+        if d.get("outcome") in ("PLACED", "REJECTED"):
+            key = (d["job_id"], int(d.get("epoch") or 0))
+            seen[key] = seen.get(key, 0) + 1
+    return {k: n for k, n in seen.items() if n > 1}
+
+
 def check_once_and_not_overbooked(decisions: TopicReader, events: TopicReader) -> set[str]:
-    """No job has two final decisions, every placed job finishes, no GPU was booked twice
-    (from the logs alone); the placed job ids."""
+    """No job has two final decisions for one epoch, every placed job finishes, no GPU was
+    booked twice (from the logs alone); the placed job ids."""
     decisions.poll(3.0)  # a late duplicate would arrive by now
-    finals = final_decisions(decisions.records)
+    finals: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for job_id, found in final_decisions(decisions.records).items():
+        for d in found:  # once per placement epoch (an evicted job is placed again)
+            finals.setdefault((job_id, int(d.get("epoch") or 0)), []).append(d)
     twice = {
         k: [(d["outcome"], d.get("region"), d["attempt"], d["ts"]) for d in v]
         for k, v in finals.items()

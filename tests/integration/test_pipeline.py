@@ -1,5 +1,6 @@
-"""End to end on the real broker: 200+ jobs over 3+ regions, each decided exactly once,
-no GPU reserved twice, and every GPU back once the jobs are done."""
+"""End to end on the real broker: 200+ jobs over 3+ regions, each decided exactly once per
+placement epoch (the generator's high-priority tenth may preempt others: a victim is placed
+again at its next epoch), no GPU reserved twice, and every GPU back once the jobs are done."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from harness import (
     Running,
     TopicReader,
+    duplicated,
     final_decisions,
     overbooked,
     submit_jobs,
@@ -44,7 +46,7 @@ def test_every_job_decided_once_and_gpus_come_back(running: Running) -> None:
         + running.worker.log_tail()
     )
     finals = final_decisions(decisions.records)
-    assert all(len(v) == 1 for v in finals.values()), "a job was decided twice"
+    assert duplicated(decisions.records) == {}, "a job was decided twice in one epoch"
     placed = [v[0] for v in finals.values() if v[0]["outcome"] == "PLACED"]
     assert len({d["region"] for d in placed}) >= 3
     assert len(placed) >= 0.8 * len(jobs), "most jobs fit this fleet eventually"

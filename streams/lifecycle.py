@@ -1,0 +1,112 @@
+"""Job lifecycle: the executor's reports end placements, epoch by epoch.
+
+A placement (job, epoch) ends with its epoch's FINISHED, FAILED or EVICTED: its GPUs are freed,
+an evicted job waits again at epoch + 1 with the progress it reported, the preemptor waiting on
+it (if any) is told, and the region's queue is tried. Reports of an older epoch are ignored, so
+a late EVICTED can never free a newer placement's GPUs; replayed reports change nothing. An
+end written to the log before its placement was decided (a finish before a start, a stale or
+hostile event) frees nothing either. Released entries stay as markers for the horizon
+(`streams.horizon`), then are deleted on their region's own event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from streams.outbox import Outgoing
+from streams.tenancy import CAPACITY
+
+if TYPE_CHECKING:
+    from streams.scheduling import Scheduler
+
+__all__ = ["end_placement", "force_evict", "on_job_event", "requeue"]
+
+log = logging.getLogger(__name__)
+
+
+def on_job_event(
+    s: Scheduler, event: Mapping[str, Any], *, produced_ms: int | None = None
+) -> list[Outgoing]:
+    """Release GPUs when a placement ends (its epoch's end event); an evicted job is
+    requeued with its progress; then the region's queue is tried. `produced_ms`: when the
+    event was written to the log (its Kafka timestamp), if known."""
+    kind, job_id = event["type"], event["job_id"]
+    if kind == "CHECKPOINTED":
+        s.tenancy.checkpointed(job_id, int(event.get("ts") or s.clock()))
+        return []
+    if kind not in ("FINISHED", "FAILED", "EVICTED"):
+        return []
+    entry = s.reservations.get(job_id)
+    if entry is None:
+        s.state.release(job_id)  # idempotent
+        return []
+    if int(entry.get("epoch") or 0) != int(event.get("epoch") or 0):
+        return []  # an older placement's report (e.g. a late EVICTED after the grace period)
+    if produced_ms is not None and produced_ms < int(entry.get("placed_ts") or 0):
+        log.warning("end of job written before its placement ignored job_id=%s", job_id)
+        return []
+    if entry.get("released"):  # replayed: the release is done, a requeue may not be
+        out = requeue(s, job_id, entry, event) if kind == "EVICTED" else []
+        return out + s.preemption.on_gone(job_id)
+    out = end_placement(s, job_id, entry, event if kind == "EVICTED" else None)
+    # on the region's own event, so the deletes land in its changelog partition
+    s.released.forget(entry["region"], s.reservations)
+    return out + s.retry_queue(entry["region"])
+
+
+def end_placement(
+    s: Scheduler, job_id: str, entry: Mapping[str, Any], evicted: Mapping[str, Any] | None
+) -> list[Outgoing]:
+    """A held placement is over: free its GPUs, requeue it if evicted, tell its preemptor."""
+    s.state.release(job_id)
+    if s.network is not None:
+        s.network.note_released(job_id)
+    s.tenancy.forget(job_id)
+    out = requeue(s, job_id, entry, evicted) if evicted is not None else []
+    s.reservations[job_id] = {k: v for k, v in entry.items() if k not in ("routed", "tenancy")} | {
+        "released": True
+    }
+    s.released.add(entry["region"], [job_id])
+    return out + s.preemption.on_gone(job_id)
+
+
+def requeue(
+    s: Scheduler, job_id: str, entry: Mapping[str, Any], event: Mapping[str, Any]
+) -> list[Outgoing]:
+    """An evicted placement's job waits again at the next epoch, with its progress."""
+    epoch = int(entry.get("epoch") or 0)
+    routed = entry.get("routed")
+    if s.epochs.get(job_id, 0) != epoch or job_id in s.queue:
+        return []  # requeued already
+    if not routed:
+        log.error("evicted job cannot be requeued (no record kept) job_id=%s", job_id)
+        return []
+    progress = float(event.get("progress") or routed.get("progress") or 0.0)
+    waiting = {
+        **routed,
+        "epoch": epoch + 1,
+        "queued_ts": s.clock(),
+        "progress": progress,
+        "region": entry["region"],
+        "candidates": [],
+        "queue_region": entry["region"],
+        "refusals": {},
+        "evictions": int(routed.get("evictions") or 0) + 1,
+    }
+    s.final.discard(job_id)
+    s.epochs[job_id] = epoch + 1
+    detail = event.get("detail") or "evicted"
+    reason = f"evicted at epoch {epoch} ({detail}) with {progress:.0%} done; waiting again"
+    log.info("requeued job_id=%s epoch=%d progress=%.3f", job_id, epoch + 1, progress)
+    return [s.enqueue(waiting, CAPACITY, reason)]
+
+
+def force_evict(s: Scheduler, job_id: str, epoch: int) -> list[Outgoing]:
+    """The grace period is over: count the victim's GPUs as free and requeue it."""
+    entry = s.reservations.get(job_id)
+    if entry is None or int(entry.get("epoch") or 0) != epoch or entry.get("released"):
+        return s.preemption.on_gone(job_id)
+    detail = {"detail": "grace period over; not reported evicted"}
+    return end_placement(s, job_id, entry, detail)

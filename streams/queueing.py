@@ -1,0 +1,223 @@
+"""A region's retry pass: waiting jobs in fair order, EASY backfill around the first one that
+cannot start.
+
+Order: tenants by weighted DRF share, lowest first (recomputed as jobs start), each tenant's jobs
+by the scheduler's `within_tenant_order`. The first job that cannot start (not enough GPUs now)
+gets a reservation at its earliest start (`scorer.tenancy.backfill`), from the expected end of
+the jobs holding GPUs; a later job then starts only where it does not delay that start: it is
+expected to end before it, or it keeps off the reserved GPUs that are free now (placed with
+those GPUs held for the pass). Work per pass is bounded by `max_refusals`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from scorer import Assignment, JobSpec, PlacementResult
+from scorer.framework import CycleContext
+from scorer.outcome import model_vectors
+from scorer.tenancy import Reservation, earliest_start, held_now
+from streams.outbox import Outgoing
+from streams.tenancy import BACKFILL, CAPACITY, GANG_RESERVATION, HOLD
+
+if TYPE_CHECKING:
+    from streams.scheduling import Scheduler
+
+__all__ = ["GangHold", "free_at", "retry_region"]
+
+_PASS_HOLD = HOLD + "backfill"
+
+
+@dataclass(frozen=True)
+class GangHold:
+    """A region's backfill reservation and the reserved GPUs that are free now."""
+
+    reservation: Reservation
+    free_now: Mapping[str, tuple[int, ...]]
+
+
+def _whole_gpus(job: Mapping[str, Any]) -> int:
+    return int(job.get("gpu_count", 1)) if int(job.get("gpu_milli", 1000)) >= 1000 else 0
+
+
+_HEAD_TRIES = 2  # jobs per pass that may try for the reservation (the first may wait on quota)
+
+
+def retry_region(s: Scheduler, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
+    waiting = [r for r in s.queue.values() if r["region"] == region and not r.get("preempting")]
+    if not waiting:
+        s.tenancy.reservations.pop(region, None)
+        return []
+    with s.tenancy.one_pass():
+        return _pass(s, region, waiting, max_refusals)
+
+
+def _pass(
+    s: Scheduler, region: str, waiting: list[Mapping[str, Any]], max_refusals: int
+) -> list[Outgoing]:
+    backfill = s.tenancy.policy.backfill.enabled
+    free = sum(s.state.free_gpus(region).values())
+    order = s.tenancy.fair_order(region, waiting)
+    out: list[Outgoing] = []
+    hold: GangHold | None = None
+    refused, head_tries = 0, _HEAD_TRIES if backfill else 0
+    for routed in order:
+        job_id, need = routed["job"]["job_id"], _whole_gpus(routed["job"])
+        if need > free:
+            if hold is None and head_tries > 0:
+                head_tries -= 1
+                hold = reserve(s, routed, region)
+            elif not (hold and hold.reservation.job_id == job_id):
+                s.tenancy.wait(job_id, CAPACITY, f"needs {need} GPUs, {free} free in {region}")
+            continue
+        placed, code = _try(s, routed, region, hold)
+        if placed:
+            out.extend(placed)
+            free -= need
+            order.placed(routed)
+            continue
+        refused += 1
+        if hold is None and head_tries > 0 and code == CAPACITY:
+            head_tries -= 1
+            hold = reserve(s, routed, region)
+        if refused >= max_refusals:
+            break
+    if hold is not None:
+        s.tenancy.reservations[region] = hold
+    else:
+        s.tenancy.reservations.pop(region, None)
+    return out
+
+
+def respect_reservation(
+    s: Scheduler, routed: Mapping[str, Any], region: str, result: PlacementResult
+) -> tuple[PlacementResult, str, str]:
+    """An arriving job placed outside a retry pass keeps off the region's gang reservation too
+    (the one the last pass made, while its job still waits)."""
+    hold = s.tenancy.reservations.get(region)
+    if hold is None or hold.reservation.job_id not in s.queue or _harmless(s, result, hold):
+        return result, "", ""
+    with _holding(s, hold):
+        again, _, _ = s.propose(routed, region)
+    if again.placed:
+        return again, "", ""
+    return again, BACKFILL, _delays(s, hold)
+
+
+def _delays(s: Scheduler, hold: GangHold) -> str:
+    start = (hold.reservation.start_ms - s.clock()) / 1000
+    return (
+        f"backfill: would delay the gang reservation of {hold.reservation.job_id} "
+        f"(starts in ~{max(0.0, start):.0f}s)"
+    )
+
+
+def _try(
+    s: Scheduler, routed: Mapping[str, Any], region: str, hold: GangHold | None
+) -> tuple[list[Outgoing], str]:
+    job_id = routed["job"]["job_id"]
+    result, code, reason = s.propose(routed, region)
+    if not result.placed:
+        s.tenancy.wait(job_id, code, reason)
+        return [], code
+    if hold is not None and not _harmless(s, result, hold):
+        with _holding(s, hold):
+            result, code, reason = s.propose(routed, region)
+        if not result.placed:
+            s.tenancy.wait(job_id, BACKFILL, _delays(s, hold))
+            return [], BACKFILL
+    placed = s.commit({**routed, "_retry": True}, result, time.perf_counter_ns())
+    return ([placed] if placed is not None else []), ""
+
+
+def _harmless(s: Scheduler, result: PlacementResult, hold: GangHold) -> bool:
+    """Ends before the reservation starts, or keeps off the reserved GPUs free now."""
+    duration = result.expected_duration_s
+    if duration is not None and s.clock() + duration * 1000 <= hold.reservation.start_ms:
+        return True
+    for a in result.assignments:
+        if set(a.gpu_indices) & set(hold.free_now.get(a.node_id, ())):
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _holding(s: Scheduler, hold: GangHold) -> Iterator[None]:
+    """Hold the reserved GPUs that are still free, for one placement attempt."""
+    parts = []
+    for node, gpus in hold.free_now.items():
+        slot = s.state.slot_of(node)
+        free = tuple(g for g in gpus if s.state.free_milli[slot, g] >= 1000)
+        if free:
+            parts.append(Assignment(node, free))
+    if parts:
+        s.state.reserve(_PASS_HOLD, parts)
+    try:
+        yield
+    finally:
+        s.state.release(_PASS_HOLD)
+
+
+def reserve(s: Scheduler, routed: Mapping[str, Any], region: str) -> GangHold | None:
+    """The backfill reservation of the first job that cannot start, and its wait reason."""
+    spec = s.spec_of(routed)
+    gate = s.tenancy.gate(spec, region)
+    if not gate.tiers:
+        s.tenancy.wait(spec.job_id, gate.code, gate.reason)
+        return None
+    models = gate.tiers[0]
+    target = spec if models is None else s.restrict(spec, models)
+    if target is None:
+        return None
+    times = free_at(s, target, region)
+    tp = max(1, spec.tensor_parallel)
+    chunk = spec.gpu_count if spec.gpu_count <= tp else tp
+    reservation = earliest_start(spec.job_id, times, need=spec.gpu_count, chunk=chunk, tp=tp)
+    if reservation is None:
+        s.tenancy.wait(spec.job_id, CAPACITY, "no reservation: running jobs' ends are unknown")
+        return None
+    wait_s = max(0.0, (reservation.start_ms - s.clock()) / 1000)
+    nodes = ", ".join(sorted(reservation.gpus))
+    s.tenancy.wait(
+        spec.job_id,
+        GANG_RESERVATION,
+        f"gang reservation: {reservation.gpu_count} GPUs on {nodes} in ~{wait_s:.0f}s",
+    )
+    return GangHold(reservation, held_now(reservation, times, s.clock()))
+
+
+def free_at(s: Scheduler, spec: JobSpec, region: str) -> dict[str, list[float]]:
+    """When each GPU of the nodes that could host `spec` becomes whole-free (ms): now when free,
+    a holder's expected end (overdue ones: now), inf when unknown (holds, unhealthy GPUs)."""
+    st, now = s.state, float(s.clock())
+    slots = st.slots(region)
+    ctx = CycleContext(
+        spec, st, s.placer.throughput, slots, model_vectors(spec, st.models, s.placer.throughput)
+    )
+    mask = st.node_ok[slots].copy()
+    for f in s.placer.filters:
+        if f.static:
+            mask &= f.filter(ctx)
+    times: dict[str, list[float]] = {}
+    for slot in slots[mask]:
+        count = int(st.gpu_count[slot])
+        ok = st.gpu_ok[slot, :count]
+        times[st.spec(int(slot)).node_id] = np.where(ok, now, math.inf).tolist()
+    for job_id, assignments in st.jobs.items():
+        run = s.tenancy.running.get(job_id)
+        end = max(run.expected_end_ms, now) if run is not None else math.inf
+        for a in assignments:
+            row = times.get(a.node_id)
+            if row is None:
+                continue
+            for g in a.gpu_indices:
+                if g < len(row):
+                    row[g] = max(row[g], end)
+    return times

@@ -1,0 +1,189 @@
+"""Rebuilding a scheduler's arrays and tables after a restart or rebalance, from the decision
+log (what was announced) and the job-event log (what ended), epoch by epoch.
+
+Rules, per reservation-table entry at epoch e:
+  - never announced (no PLACED for (job, e) in the log nor in live state): dropped, and its
+    job goes back into the queue from the record the entry keeps (nothing is lost);
+  - announced and the job-event log says epoch e ended (by an end written at or after the
+    placement, as the live path judges it): released (whatever the table says), and when it
+    ended EVICTED the job is requeued at e + 1 unless it already waits;
+  - announced and running: its GPUs are held again and it is booked for tenancy.
+A logged placement of an owned region missing from the table (or newer than the table's
+entry) is restored; released entries are kept as markers for the horizon (`streams.horizon`). A
+queue entry at an epoch that is already decided is dropped; one at a later epoch (a requeued
+victim) makes its job undecided again. Preemptors' holds are restored by `Preemptions`.
+Idempotent: after a rebalance it runs again on live state, which also knows decisions not yet
+logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from streams.tenancy import Running
+
+if TYPE_CHECKING:
+    from streams.scheduling import Scheduler
+
+__all__ = ["rebuild_tables"]
+
+log = logging.getLogger(__name__)
+
+
+def rebuild_tables(
+    s: Scheduler,
+    logged: Mapping[str, Mapping[str, Any]],
+    ended: Mapping[str, Mapping[int, Any]],
+    owns: Callable[[str], bool] = lambda region: True,
+) -> None:
+    """`ended`: job_id -> {epoch: (kind, written ms)} (`streams.ledger`), or {epoch: kind}
+    where write times are unknown; `owns(region)`: whether this worker holds the region."""
+    for job_id in list(s.state.jobs):
+        s.state.release(job_id)
+    for record in s.nodes.values():
+        s.restore_node(record)
+    now = s.clock()
+    for job_id, decision in logged.items():
+        s.final.add(job_id, age_s=max(0, now - int(decision.get("ts") or now)) / 1000)
+        s.epochs[job_id] = max(s.epochs.get(job_id, 0), int(decision.get("epoch") or 0))
+    s.tenancy.running.clear()
+    s.tenancy.claims.clear()
+    for job_id, entry in list(s.reservations.items()):
+        _entry(s, job_id, entry, ended.get(job_id, {}))
+    for job_id, decision in logged.items():
+        if owns(str(decision.get("region") or "")):
+            _logged(s, job_id, decision, ended.get(job_id, {}))
+    _queue(s)
+
+
+def _end(ends: Mapping[int, Any], epoch: int, placed_ts: Any) -> str | None:
+    """How epoch `epoch` ended, if an end of it was written at or after its placement."""
+    value = ends.get(epoch)
+    if value is None or isinstance(value, str):
+        return value
+    kind, written = value
+    return str(kind) if int(written) >= int(placed_ts or 0) else None
+
+
+def _announced(s: Scheduler, job_id: str, epoch: int) -> bool:
+    current = s.epochs.get(job_id)
+    if current is None:
+        return False
+    return current > epoch or (current == epoch and job_id in s.final)
+
+
+def _entry(s: Scheduler, job_id: str, entry: Mapping[str, Any], ended: Mapping[int, Any]) -> None:
+    epoch = int(entry.get("epoch") or 0)
+    if not _announced(s, job_id, epoch):
+        del s.reservations[job_id]
+        routed = entry.get("routed")
+        if routed and job_id not in s.queue:
+            s.queue[job_id] = {**routed, "queued_ts": routed.get("queued_ts") or s.clock()}
+            log.info("placement never announced, requeued job_id=%s epoch=%d", job_id, epoch)
+        return
+    end = _end(ended, epoch, entry.get("placed_ts"))
+    if end is not None or entry.get("released"):
+        if not entry.get("released"):
+            s.reservations[job_id] = {**entry, "released": True}
+        s.released.add(entry["region"], [job_id])
+        if end == "EVICTED" and s.epochs.get(job_id) == epoch and job_id not in s.queue:
+            routed = entry.get("routed")
+            if routed:
+                _requeue(s, job_id, entry, routed)
+        return
+    s.reserve_quietly(job_id, entry["assignments"])
+    s.tenancy.running[job_id] = _running(s, job_id, entry)
+
+
+def _requeue(
+    s: Scheduler, job_id: str, entry: Mapping[str, Any], routed: Mapping[str, Any]
+) -> None:
+    epoch = int(entry.get("epoch") or 0)
+    s.queue[job_id] = {
+        **routed,
+        "epoch": epoch + 1,
+        "queued_ts": s.clock(),
+        "region": entry["region"],
+        "candidates": [],
+        "queue_region": entry["region"],
+        "evictions": int(routed.get("evictions") or 0) + 1,
+    }
+    s.epochs[job_id] = epoch + 1
+    s.final.discard(job_id)
+    log.info("evicted job requeued at rebuild job_id=%s epoch=%d", job_id, epoch + 1)
+
+
+def _logged(
+    s: Scheduler, job_id: str, decision: Mapping[str, Any], ended: Mapping[int, Any]
+) -> None:
+    if decision["outcome"] != "PLACED":
+        return
+    epoch = int(decision.get("epoch") or 0)
+    entry = s.reservations.get(job_id)
+    if entry is not None and int(entry.get("epoch") or 0) >= epoch:
+        return
+    end = _end(ended, epoch, decision.get("ts"))
+    s.reservations[job_id] = {
+        "region": decision["region"],
+        "assignments": decision["assignments"],
+        "gpu_model": decision.get("gpu_model"),
+        "released": end is not None,
+        "epoch": epoch,
+        "placed_ts": decision.get("ts"),
+    }
+    if end is None:
+        s.reserve_quietly(job_id, decision["assignments"])
+        s.tenancy.running[job_id] = _from_decision(s, job_id, decision)
+        return
+    s.released.add(decision["region"], [job_id])
+    if end == "EVICTED" and job_id not in s.queue:
+        log.error("evicted job has no record to requeue job_id=%s epoch=%d", job_id, epoch)
+
+
+def _queue(s: Scheduler) -> None:
+    for job_id, entry in list(s.queue.items()):
+        epoch = int(entry.get("epoch") or 0)
+        if job_id in s.final and s.epochs.get(job_id, 0) >= epoch:
+            del s.queue[job_id]  # decided at this epoch already
+        else:
+            s.final.discard(job_id)
+            s.epochs[job_id] = max(s.epochs.get(job_id, 0), epoch)
+
+
+def _running(s: Scheduler, job_id: str, entry: Mapping[str, Any]) -> Running:
+    booked = entry.get("tenancy")
+    if booked:
+        return Running.from_entry(booked)
+    return _from_decision(s, job_id, {**entry, "ts": s.clock()})
+
+
+def _from_decision(s: Scheduler, job_id: str, decision: Mapping[str, Any]) -> Running:
+    """What the log tells about a placement whose table entry was lost: enough to count its
+    quota; it is never chosen as a victim (its preemptibility is unknown)."""
+    milli = sum(
+        len(a["gpu_indices"]) * int(a.get("gpu_milli", 1000)) for a in decision["assignments"]
+    )
+    ts = int(decision.get("ts") or s.clock())
+    duration = decision.get("expected_duration_s")
+    return Running(
+        job_id=job_id,
+        tenant=str(decision.get("tenant") or "default"),
+        region=str(decision["region"]),
+        gpu_class=s.tenancy.gpu_class(decision.get("gpu_model")),
+        priority=int(decision.get("priority") or 0),
+        class_name=str(decision.get("priority_class") or ""),
+        preemptible=False,
+        protected=False,
+        milli=milli,
+        gpus=int(decision.get("gpu_count") or 1),
+        cpu_milli=0,
+        memory_mib=0,
+        started_ms=ts,
+        expected_end_ms=ts + float(duration) * 1000 if duration else math.inf,
+        checkpoint_ms=ts,
+        checkpoint_interval_s=0,
+        epoch=int(decision.get("epoch") or 0),
+    )

@@ -1,0 +1,192 @@
+"""Victim search for one preemptor: the running jobs that may go, and the cheapest sufficient
+set (`scorer.tenancy.victims`), each candidate set checked by tentatively releasing its GPUs
+and asking the placer and the quota gate whether the preemptor then fits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scorer import JobSpec, PlacementResult
+from scorer.tenancy import (
+    Candidate,
+    JobPriority,
+    VictimPlan,
+    borrowed,
+    eligibility,
+    select_victims,
+)
+from streams.tenancy import Running
+
+if TYPE_CHECKING:
+    from streams.scheduling import Scheduler
+
+__all__ = ["VictimSearch"]
+
+
+@dataclass(frozen=True)
+class _NoTenant:
+    cohort: str | None = None
+
+
+_NO_TENANT = _NoTenant()
+
+
+class VictimSearch:
+    """Searches victims in a scheduler's state; `targeted` victims are not candidates again."""
+
+    def __init__(self, scheduler: Scheduler, targeted: Mapping[str, str]) -> None:
+        self.s = scheduler
+        self.targeted = targeted
+
+    @property
+    def policy(self) -> Any:
+        return self.s.tenancy.policy.preemption
+
+    def classes(
+        self, spec: JobSpec, region: str
+    ) -> list[tuple[str | None, tuple[str, ...] | None]]:
+        """Quota cells to search one by one (quotas count per GPU class); one search without."""
+        if not self.s.tenancy.policy.quotas_enabled:
+            return [(None, None)]
+        allowed = set(spec.allowed_gpu_models)
+        return [
+            (cls, models)
+            for cls, models in self.s.tenancy.classes_in(region).items()
+            if not allowed or allowed & set(models)
+        ]
+
+    def run(
+        self,
+        spec: JobSpec,
+        prio: JobPriority,
+        region: str,
+        cls: str | None,
+        models: tuple[str, ...] | None,
+    ) -> VictimPlan | None:
+        tenancy = self.s.tenancy
+        usage = tenancy.usage()
+        need = spec.gpu_count * spec.gpu_milli
+        quotas = tenancy.policy.quotas_enabled
+        within = (
+            quotas and cls is not None and tenancy.within_nominal(spec.tenant, region, cls, need)
+        )
+        cohort = (tenancy.policy.tenant(spec.tenant) or _NO_TENANT).cohort
+        candidates: list[Candidate] = []
+        slack: dict[str, int] = {}
+        now = self.s.clock()
+        lent_by_cell: dict[tuple[str, str], int] = {}
+        for run in tenancy.running.values():
+            if run.region != region or run.job_id in self.targeted:
+                continue
+            if cls is not None and run.gpu_class != cls:
+                continue
+            cell = (run.tenant, run.gpu_class)
+            if cell not in lent_by_cell:
+                lent_by_cell[cell] = tenancy.borrowing(usage, run)
+            lent = lent_by_cell[cell]
+            victim_cohort = (tenancy.policy.tenant(run.tenant) or _NO_TENANT).cohort
+            cause = eligibility(
+                preemptor_tenant=spec.tenant,
+                preemptor_priority=prio.value,
+                victim_tenant=run.tenant,
+                victim_priority=run.priority,
+                victim_preemptible=run.preemptible,
+                quotas=quotas,
+                same_cohort=cohort is not None and cohort == victim_cohort,
+                victim_borrowing=lent > 0,
+                preemptor_within_nominal=within,
+                reclaim=self.policy.reclaim,
+            )
+            if cause is None:
+                continue
+            if quotas and run.tenant != spec.tenant:
+                slack[run.tenant] = lent
+            candidates.append(self._candidate(run, now, lent > 0, cause))
+        if not candidates:
+            return None
+        target = spec if models is None else self.s.restrict(spec, models)
+        if target is None:
+            return None
+        whole = spec.gpu_milli >= 1000
+        tp = max(1, spec.tensor_parallel)
+        chunk = (spec.gpu_count if spec.gpu_count <= tp else tp) if whole else 0
+        return select_victims(
+            candidates,
+            lambda victims: self._feasible(target, region, cls, victims),
+            free=self._free_whole(region),
+            chunk=chunk,
+            need=spec.gpu_count if whole else 0,
+            slack=slack,
+            max_victims=self.policy.max_victims,
+        )
+
+    def _candidate(self, run: Running, now: int, borrowing: bool, cause: str) -> Candidate:
+        held = self.s.state.reservation(run.job_id) or ()
+        per_node: dict[str, float] = {}
+        for a in held:
+            per_node[a.node_id] = (
+                per_node.get(a.node_id, 0) + len(a.gpu_indices) * a.gpu_milli / 1000
+            )
+        return Candidate(
+            job_id=run.job_id,
+            tenant=run.tenant,
+            priority=run.priority,
+            gpus=run.milli / 1000,
+            milli=run.milli,
+            node_gpus=per_node,
+            lost_gpu_s=run.unsaved_s(now) * run.milli / 1000,
+            borrowing=borrowing,
+            cause=cause,
+            started_ms=run.started_ms,
+        )
+
+    def _free_whole(self, region: str) -> dict[str, float]:
+        st = self.s.state
+        slots = st.slots(region)
+        ok = slots[st.node_ok[slots]]
+        return {st.spec(int(i)).node_id: float(st.free_whole[int(i)]) for i in ok}
+
+    def _feasible(
+        self, spec: JobSpec, region: str, cls: str | None, victims: tuple[Candidate, ...]
+    ) -> PlacementResult | None:
+        """Tentatively release the victims; the placement the job would get (quota too)."""
+        st, tenancy = self.s.state, self.s.tenancy
+        held = {v.job_id: st.reservation(v.job_id) for v in victims}
+        for job_id in held:
+            st.release(job_id)
+        try:
+            if cls is not None:
+                usage = tenancy.usage()
+                for v in victims:
+                    run = tenancy.running[v.job_id]
+                    cell = (run.tenant, run.region, run.gpu_class)
+                    usage[cell] = usage.get(cell, 0) - run.milli
+                gate = tenancy.gate(spec, region, usage)
+                if not gate.tiers:
+                    return None
+            result = self.s.placer.place(spec, region)
+            return result if result.placed else None
+        finally:
+            for job_id, assignments in held.items():
+                if assignments:
+                    st.reserve(job_id, assignments)
+
+    def may_reclaim(self, routed: Mapping[str, Any], region: str) -> bool:
+        """Within nominal in some class where a cohort member borrows (a cheap pre-check)."""
+        tenancy = self.s.tenancy
+        job = routed["job"]
+        tenant = str(job.get("tenant", "default"))
+        me = tenancy.policy.tenant(tenant)
+        if me is None or me.cohort is None:
+            return False
+        usage = tenancy.usage()
+        need = int(job.get("gpu_count", 1)) * int(job.get("gpu_milli", 1000))
+        others = [m.name for m in tenancy.policy.cohort_members(me.cohort) if m.name != tenant]
+        for cls in tenancy.classes_in(region):
+            if not tenancy.within_nominal(tenant, region, cls, need, usage):
+                continue
+            if any(borrowed(tenancy.policy, usage, o, region, cls) for o in others):
+                return True
+        return False
