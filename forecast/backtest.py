@@ -113,9 +113,7 @@ class BacktestResult:
     notes: tuple[str, ...] = ()
 
     def row(self, model: str, horizon: int) -> ScoreRow | None:
-        return next(
-            (r for r in self.rows if r.model == model and r.horizon_steps == horizon), None
-        )
+        return next((r for r in self.rows if r.model == model and r.horizon_steps == horizon), None)
 
 
 def _rounded(value: float) -> float | None:
@@ -133,7 +131,9 @@ def run_model(
     steps = ctx.horizon
     shape = (len(origins), steps)
     point, lower, upper = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
-    refit = max(1, int(round(model.refit_every_seasons * ctx.season))) if model.refit_every_seasons else 0
+    refit = (
+        max(1, round(model.refit_every_seasons * ctx.season)) if model.refit_every_seasons else 0
+    )
     fitted: Fitted | None = None
     fitted_at, fits, notes = -1, 0, []
     for i, origin in enumerate(int(o) for o in origins):
@@ -146,7 +146,9 @@ def run_model(
                 fitted = None
             except _FIT_FAULTS as exc:
                 notes.append(f"{model.name}: fit at origin {origin} failed: {exc}")
-                log.warning("forecast fit failed model=%s origin=%d error=%s", model.name, origin, exc)
+                log.warning(
+                    "forecast fit failed model=%s origin=%d error=%s", model.name, origin, exc
+                )
                 fitted = None
         elif fitted is not None and origin > fitted.seen:
             fitted.update(series.values[fitted.seen : origin])

@@ -59,7 +59,7 @@ def profile(
     *,
     robust: bool = True,
 ) -> np.ndarray:
-    """(origins x steps): median (mean unless `robust`) of the same-kind days' values at each step's time of day.
+    """(origins x steps): median (or mean) of same-kind days' values at each step's time of day.
 
     `off` covers every index up to the last step (future days' kinds come from the calendar);
     only values before each origin are read. Where no same-kind day is in reach, the value

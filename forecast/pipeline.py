@@ -20,7 +20,15 @@ from forecast.errors import ForecastError, SeriesError
 from forecast.models import BASELINE, build
 from forecast.series import Series, season_length
 
-__all__ = ["DEFAULT_PLANS", "LiveForecaster", "Outcome", "Plan", "fit_and_forecast"]
+__all__ = [
+    "DEFAULT_PLANS",
+    "LiveForecaster",
+    "Outcome",
+    "Plan",
+    "fit_and_forecast",
+    "forget",
+    "run_keyed",
+]
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +97,9 @@ class LiveForecaster:
     def run(self, series: Series) -> Outcome:
         """Refit when due (or when the series no longer extends the last), else update."""
         if series.step_s != self.plan.step_s:
-            raise SeriesError(f"plan {self.plan.name}: step {series.step_s} s, expected {self.plan.step_s}")
+            raise SeriesError(
+                f"plan {self.plan.name}: step {series.step_s} s, expected {self.plan.step_s}"
+            )
         due = (
             self.fitted is None
             or self.baseline is None
@@ -107,9 +117,10 @@ class LiveForecaster:
         season = season_length(series.step_s)
         span = int(self.plan.backtest_seasons * season)
         config = BacktestConfig(
-            horizons=(1, self.plan.steps), level=self.level,
+            horizons=(1, self.plan.steps),
+            level=self.level,
             first_origin=max(len(series) - span, 0) or None,
-        )  # fmt: skip
+        )
         notes: list[str] = []
         result: BacktestResult | None = None
         try:
@@ -119,14 +130,20 @@ class LiveForecaster:
         except ForecastError as exc:  # too short to backtest: the baseline if it can run
             notes.append(str(exc))
             self.chosen = BASELINE
-        models = self._models(dict.fromkeys([self.chosen, BASELINE]))
-        self.baseline, base_fc = fit_and_forecast(series, models[BASELINE], self.plan.steps, self.level)
+        models = self._models(list(dict.fromkeys([self.chosen, BASELINE])))
+        self.baseline, base_fc = fit_and_forecast(
+            series, models[BASELINE], self.plan.steps, self.level
+        )
         if self.chosen == BASELINE:
             self.fitted, chosen_fc = self.baseline, base_fc
         else:
-            self.fitted, chosen_fc = fit_and_forecast(series, models[self.chosen], self.plan.steps, self.level)
+            self.fitted, chosen_fc = fit_and_forecast(
+                series, models[self.chosen], self.plan.steps, self.level
+            )
         self.start_s, self.refit_at_s = series.start_s, series.end_s
-        log.info("forecast refit plan=%s chosen=%s points=%d", self.plan.name, self.chosen, len(series))
+        log.info(
+            "forecast refit plan=%s chosen=%s points=%d", self.plan.name, self.chosen, len(series)
+        )
         return Outcome(self.chosen, chosen_fc, base_fc, result, tuple(notes))
 
     def _update(self, series: Series) -> Outcome:
@@ -138,7 +155,9 @@ class LiveForecaster:
             if 0 <= first_new < len(series):
                 fitted.update(series.values[first_new:])
         steps = self.plan.steps
-        return Outcome(self.chosen, self.fitted.forecast(steps), self.baseline.forecast(steps), None)
+        return Outcome(
+            self.chosen, self.fitted.forecast(steps), self.baseline.forecast(steps), None
+        )
 
 
 def _usable(config: BacktestConfig, series: Series) -> BacktestConfig:
@@ -146,3 +165,34 @@ def _usable(config: BacktestConfig, series: Series) -> BacktestConfig:
     if config.first_origin is None or config.first_origin < len(series) // 2:
         return replace(config, first_origin=None)
     return config
+
+
+# -- the process-pool side: one live forecaster per series key, kept between runs ------------
+
+_LIVE: dict[str, LiveForecaster] = {}
+
+
+def run_keyed(
+    key: str,
+    plan: Plan,
+    series: Series,
+    *,
+    level: float = 0.8,
+    model_args: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Outcome:
+    """Run one series' forecaster in this process, keeping it for the next run of the key.
+
+    The forecast processor calls this in a one-process pool, so fitted models (and torch,
+    statsmodels, Prophet) stay out of the process that owns the store.
+    """
+    live = _LIVE.get(key)
+    if live is None or live.plan != plan or live.level != level:
+        live = LiveForecaster(plan, level, dict(model_args or {}))
+        _LIVE[key] = live
+    return live.run(series)
+
+
+def forget(keys: Sequence[str]) -> None:
+    """Drop the forecasters of series that are gone."""
+    for key in keys:
+        _LIVE.pop(key, None)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
+
+import numpy as np
 
 from forecast.base import Forecast
 from forecast.series import Series
@@ -12,8 +13,9 @@ from forecast.series import Series
 __all__ = ["plot_forecast"]
 
 
-def _times(ts: Sequence[int]) -> list[datetime]:
-    return [datetime.fromtimestamp(int(t), UTC) for t in ts]
+def _times(ts: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Epoch seconds as numpy datetimes (UTC), which matplotlib draws as dates."""
+    return np.asarray(ts, dtype=np.int64).astype("datetime64[s]")
 
 
 def plot_forecast(
@@ -37,13 +39,25 @@ def plot_forecast(
     ax.plot(_times(ts), series.values[-keep:], color="black", linewidth=1.0, label="history")
     filled = series.filled[-keep:]
     if filled.any():
-        ax.scatter(_times(ts[filled]), series.values[-keep:][filled], s=8, color="grey",
-                   label="filled gap", zorder=3)  # fmt: skip
+        ax.scatter(
+            _times(ts[filled]),
+            series.values[-keep:][filled],
+            s=8,
+            color="grey",
+            label="filled gap",
+            zorder=3,
+        )
     for f in forecasts:
         when = _times(f.timestamps())
         (line,) = ax.plot(when, f.point, linewidth=1.4, label=f"{f.model}")
-        ax.fill_between(when, f.lower, f.upper, color=line.get_color(), alpha=0.2,
-                        label=f"{f.model} {round(100 * f.level)}% interval")  # fmt: skip
+        ax.fill_between(
+            when,
+            f.lower,
+            f.upper,
+            color=line.get_color(),
+            alpha=0.2,
+            label=f"{f.model} {round(100 * f.level)}% interval",
+        )
     ax.set_title(title or series.name)
     ax.set_xlabel("time (UTC)")
     ax.legend(loc="upper left", fontsize=8)

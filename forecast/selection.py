@@ -39,7 +39,9 @@ class SelectionConfig:
         return window, min(min_count, window)
 
 
-def _bounds(origins: np.ndarray, horizon: int, at: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(
+    origins: np.ndarray, horizon: int, at: np.ndarray, window: int
+) -> tuple[np.ndarray, np.ndarray]:
     # origins are increasing; those with origin + horizon <= a had their target seen before a
     hi = np.searchsorted(np.asarray(origins) + horizon, np.asarray(at), side="right")
     return np.maximum(0, hi - window), hi
@@ -51,7 +53,9 @@ def window_scores(
     """Mean scaled error (models x moments) over each moment's window, and how many origins."""
     err = np.atleast_2d(np.asarray(scaled, dtype=float))
     finite = np.isfinite(err)
-    sums = np.concatenate([np.zeros((err.shape[0], 1)), np.cumsum(np.where(finite, err, 0.0), axis=1)], axis=1)
+    sums = np.concatenate(
+        [np.zeros((err.shape[0], 1)), np.cumsum(np.where(finite, err, 0.0), axis=1)], axis=1
+    )
     counts = np.concatenate([np.zeros((err.shape[0], 1)), np.cumsum(finite, axis=1)], axis=1)
     lo, hi = _bounds(origins, horizon, at, window)
     total = sums[:, hi] - sums[:, lo]

@@ -169,7 +169,7 @@ def regularize(
     if missing.all():
         raise SeriesError(f"{name}: no value is a number")
     filled = _fill(np.where(missing, 0.0, grid), missing, fill)
-    return Series(int(round(ts[0])), int(step), filled, missing, name)
+    return Series(round(ts[0]), int(step), filled, missing, name)
 
 
 def on_grid(
@@ -182,9 +182,10 @@ def on_grid(
     fill: str,
     name: str = "series",
 ) -> Series:
-    """Values of intervals [start_s + i*step_s, ...) for i < points; the rest filled by `fill`.
+    """Values of intervals [start_s + i*step_s, ...) for i < points, gaps filled by `fill`.
 
-    For series whose grid is known (buckets from SQL): leading and trailing gaps count too.
+    For series whose grid is known (buckets from SQL): the series starts at its first value;
+    every missing interval after it, up to the end of the grid, is filled and marked.
     Timestamps off the grid or outside it are refused, like two values for one interval.
     """
     if fill not in FILLS:
@@ -202,11 +203,13 @@ def on_grid(
         raise SeriesError(f"{name}: two values for one interval")
     grid = np.full(points, np.nan)
     grid[idx] = vals
-    missing = ~np.isfinite(grid)
-    if missing.all():
+    known = np.flatnonzero(np.isfinite(grid))
+    if not len(known):
         raise SeriesError(f"{name}: no value in the {points} intervals")
+    grid = grid[known[0] :]  # the series starts at its first value: nothing to fill before
+    missing = ~np.isfinite(grid)
     filled = _fill(np.where(missing, 0.0, grid), missing, fill)
-    return Series(int(start_s), int(step_s), filled, missing, name)
+    return Series(int(start_s + known[0] * step_s), int(step_s), filled, missing, name)
 
 
 def _iso(ts: float) -> str:

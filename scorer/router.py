@@ -4,6 +4,7 @@ Per region the best GPU model that can hold the job now (else ever) is valued; c
 0..100: compute (speed / best speed anywhere), cost (cheapest cost / cost), availability (100
 fits now, 30 fits when capacity frees, region listed last with 0 if it never can), carbon, queue
 (100 / (1 + depth / 10)), data (100 same region, else 100 x (1 - RTT / 200 ms), 50 unknown).
+A low-priority job fits now only beyond the region's forecast headroom (`scorer.headroom`).
 """
 
 from __future__ import annotations
@@ -38,9 +39,14 @@ def _model_fits(job: JobSpec, spec_ok: bool, mem_mib: int, need: int) -> bool:
 
 
 def _option(
-    job: JobSpec, view: RegionView, catalog: Catalog, throughput: ThroughputModel
+    job: JobSpec,
+    view: RegionView,
+    catalog: Catalog,
+    throughput: ThroughputModel,
+    keep_free: int = 0,
 ) -> RegionOption | None:
     need, best = memory_need_mib(job), None
+    beyond_headroom = sum(view.free_gpus.values()) - keep_free >= job.gpu_count
     allowed = {catalog.canonical(m) for m in job.allowed_gpu_models}
     for model, total in view.total_gpus.items():
         spec = catalog.get(model)
@@ -55,7 +61,7 @@ def _option(
         # a gang that may spread needs one TP group per node; one that may not, all of it
         tp = max(1, job.tensor_parallel)
         chunk = job.gpu_count if job.gpu_count <= tp else tp
-        fits_now = free >= job.gpu_count and block >= chunk
+        fits_now = free >= job.gpu_count and block >= chunk and beyond_headroom
         price = view.price_per_gpu_hour.get(model, spec.price_per_gpu_hour)
         carbon = (view.carbon_g_per_kwh or 400.0) * spec.power_w
         option = RegionOption(
@@ -91,11 +97,16 @@ def rank_regions(
     *,
     rtt_ms: Mapping[tuple[str, str], float] | None = None,
     throughput: ThroughputModel | None = None,
+    keep_headroom: bool = False,
 ) -> list[tuple[str, float]]:
-    """Regions the job may use (allowed_regions), best first, with 0..100 scores."""
+    """Regions the job may use (allowed_regions), best first, with 0..100 scores.
+
+    With `keep_headroom` (a low-priority job) a region's `headroom_gpus` do not count as free.
+    """
     throughput = throughput or ThroughputModel()
     allowed = [r for r in views if not job.allowed_regions or r in job.allowed_regions]
-    options = {r: _option(job, views[r], throughput.catalog, throughput) for r in allowed}
+    keep = {r: views[r].headroom_gpus if keep_headroom else 0 for r in allowed}
+    options = {r: _option(job, views[r], throughput.catalog, throughput, keep[r]) for r in allowed}
     live = [o for o in options.values() if o is not None]
     if not live:
         return [(r, 0.0) for r in sorted(allowed)]

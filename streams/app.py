@@ -29,6 +29,7 @@ from schemas import make_codec
 from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
 from scorer.errors import GpuflowError, UnknownPluginError
 from streams.consumer_state import consumer_state
+from streams.deferral import ForecastBook, ForecastUse
 from streams.history_process import HistoryProcess
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
@@ -119,6 +120,9 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     codec = make_codec(config.kafka.schema_registry_url or None)
     remote = RemoteRegions(config, codec)
     scheduler.remote_views = remote.views
+    if config.forecast.enabled:  # headroom and green deferral from the forecast topic
+        book = ForecastBook(config, codec)
+        scheduler.forecasts = ForecastUse.from_config(config, book)
     rt = Runtime(config, codec, scheduler)
     rt.topics = topics
 
@@ -131,6 +135,8 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     _register_timers(app, rt)
     _register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
+    if scheduler.forecasts is not None:
+        _run_with_worker(app, scheduler.forecasts.book.start, scheduler.forecasts.book.stop)
     if config.store.enabled:  # the worker owns the ClickHouse store, through a child process
         history = HistoryProcess(config)
         _run_with_worker(app, history.start, history.stop)

@@ -18,13 +18,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from infra.jobspec import job_problems
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
-from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank_regions
+from scorer import (
+    ClusterState,
+    JobSpec,
+    PlacementResult,
+    Placer,
+    RegionView,
+    ReservationError,
+    rank_regions,
+)
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
+
+if TYPE_CHECKING:
+    from streams.deferral import ForecastUse
 
 __all__ = ["Scheduler"]
 
@@ -65,6 +77,8 @@ class Scheduler:
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
+        # forecast headroom and green deferral (streams.deferral.ForecastUse); None: off
+        self.forecasts: ForecastUse | None = None
 
     # -- recovery -----------------------------------------------------------------------------
 
@@ -131,6 +145,8 @@ class Scheduler:
             views = self.state.region_views()
             if self.remote_views is not None:  # regions other workers own; ours are exact
                 views = {**self.remote_views(), **views}
+            if self.forecasts is not None:
+                views = {r: _with_headroom(v, self.forecasts.headroom(r)) for r, v in views.items()}
             self._views = (now, views)
         return views
 
@@ -145,7 +161,9 @@ class Scheduler:
             return self._refuse_unrouted(
                 job, started_ns, [f"invalid job spec: {p}" for p in problems]
             )
-        ranked = rank_regions(job_spec(job), self.region_views())
+        spec = job_spec(job)
+        low = self.forecasts is not None and self.forecasts.low_priority(spec)
+        ranked = rank_regions(spec, self.region_views(), keep_headroom=low)
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"
@@ -189,12 +207,58 @@ class Scheduler:
         job_id, region = job["job_id"], routed["region"]
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
-        result = self.placer.place(job_spec(job), region)
+        spec = job_spec(job)
+        gated = self._forecast_gate(routed, spec, started_ns) if self.forecasts else None
+        if gated is not None:
+            return gated
+        result = self.placer.place(spec, region)
         if result.placed:
             placed = self._commit(routed, result, started_ns)
             if placed is not None:
                 return [placed]
         return self._refused(routed, result, started_ns)
+
+    def _forecast_gate(
+        self, routed: Mapping[str, Any], spec: JobSpec, started_ns: int
+    ) -> list[Outgoing] | None:
+        """Hold a deferrable job for its green window; keep low-priority work out of headroom."""
+        assert self.forecasts is not None
+        region = routed["region"]
+        held = None if routed.get("_retry") else self.forecasts.hold(spec, region)
+        if held is not None:
+            return [self._hold(routed, held.start_ms, held.reason, started_ns)]
+        free = sum(self.state.free_gpus(region).values())
+        refusal = self.forecasts.headroom_refusal(spec, region, free)
+        if refusal is None:
+            return None
+        refused = PlacementResult(False, refusals={"headroom": 1}, reasons=(refusal,))
+        return self._refused(routed, refused, started_ns)
+
+    def _hold(
+        self, routed: Mapping[str, Any], until_ms: int, reason: str, started_ns: int
+    ) -> Outgoing:
+        """Queue a deferrable job in its region until `until_ms` (retry_queue releases it)."""
+        job, region = routed["job"], routed["region"]
+        self.queue[job["job_id"]] = {**routed, "queued_ts": now_ms(), "hold_until": until_ms}
+        record = decision_record(
+            job,
+            "QUEUED",
+            event_id=new_event_id(job["job_id"], "held"),
+            ts=now_ms(),
+            submitted_ts=int(routed["submitted_ts"]),
+            attempt=int(routed["attempt"]),
+            worker_us=int(routed.get("worker_us", 0)) + _us_since(started_ns),
+            region=region,
+            reasons=[reason],
+        )
+        log.info("job held job_id=%s region=%s until_ms=%d", job["job_id"], region, until_ms)
+        return outgoing(
+            DECISIONS_PLACEMENT,
+            job["job_id"],
+            record,
+            region=region,
+            partition_of=self.partition_of,
+        )
 
     def _commit(
         self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
@@ -348,7 +412,12 @@ class Scheduler:
         the scan stops after `max_refusals` refusals, so a release costs bounded work however
         long the queue is (smaller jobs behind a big one may backfill).
         """
-        waiting = [r for r in self.queue.values() if r["region"] == region]
+        now = now_ms()
+        waiting = [
+            r
+            for r in self.queue.values()
+            if r["region"] == region and r.get("hold_until", 0) <= now  # deferred: not yet
+        ]
         if not waiting:
             return []
         waiting.sort(key=lambda r: (-int(r["job"].get("priority", 0)), int(r["queued_ts"])))
@@ -372,6 +441,10 @@ class Scheduler:
 
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)
+
+
+def _with_headroom(view: RegionView, headroom: int) -> RegionView:
+    return view if view.headroom_gpus == headroom else replace(view, headroom_gpus=headroom)
 
 
 def _us_since(started_ns: int) -> int:

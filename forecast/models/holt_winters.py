@@ -71,8 +71,9 @@ class _Fitted:
             point = point + self.seasons[np.arange(steps) % m]
         lo, hi = _extend(self.lo, steps), _extend(self.hi, steps)
         origin = self.start_s + self.seen * self.step_s
-        return Forecast(self.model, origin, self.step_s, point, point + lo, point + hi,
-                        self.level_pct)  # fmt: skip
+        return Forecast(
+            self.model, origin, self.step_s, point, point + lo, point + hi, self.level_pct
+        )
 
 
 class HoltWinters:
@@ -134,10 +135,21 @@ class HoltWinters:
         errors = _in_sample_errors(y, level, trend, season_path, phi, m, ctx.horizon)
         lo, hi = interval_offsets(errors, ctx.level)
         return _Fitted(
-            NAME, history.start_s, history.step_s, ctx.level, alpha, beta, gamma, phi,
-            float(level[-1]), float(trend[-1]),
-            season_path[len(y) : len(y) + m] if m else np.zeros(0), lo, hi, seen=len(y),
-        )  # fmt: skip
+            NAME,
+            history.start_s,
+            history.step_s,
+            ctx.level,
+            alpha,
+            beta,
+            gamma,
+            phi,
+            float(level[-1]),
+            float(trend[-1]),
+            season_path[len(y) : len(y) + m] if m else np.zeros(0),
+            lo,
+            hi,
+            seen=len(y),
+        )
 
 
 def _damped_sums(phi: float, steps: int) -> np.ndarray:

@@ -110,12 +110,13 @@ def _net(torch: Any, hidden: int, shape: _Shape) -> Any:
     nn = torch.nn
     recent = min(shape.lookback, shape.season)
 
-    class Net(nn.Module):  # type: ignore[misc,name-defined]
+    class Net(nn.Module):  # type: ignore[name-defined]
         def __init__(self) -> None:
             super().__init__()
             self.encoder = nn.LSTM(_ENC, hidden, batch_first=True)
-            self.head = nn.Sequential(nn.Linear(hidden + _HEAD, hidden), nn.ReLU(),
-                                      nn.Linear(hidden, 1))  # fmt: skip
+            self.head = nn.Sequential(
+                nn.Linear(hidden + _HEAD, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+            )
             self.ar = nn.Parameter(torch.zeros(shape.steps, recent))
             lags = torch.zeros(shape.steps, 5)
             lags[:, 0] = 1.0  # starts as the seasonal-naive forecast
@@ -135,6 +136,37 @@ def _net(torch: Any, hidden: int, shape: _Shape) -> Any:
             return linear + self.head(torch.cat([state, head], dim=2)).squeeze(2)
 
     return Net()
+
+
+class _AdamW:
+    """AdamW (Loshchilov & Hutter), as torch.optim.AdamW computes it with default betas.
+
+    Written out because constructing a torch.optim optimizer imports torch._dynamo, which
+    took 22 s on a loaded two-core machine: longer than the training it serves.
+    """
+
+    def __init__(self, torch: Any, params: list[Any], lr: float, weight_decay: float) -> None:
+        self.torch, self.params, self.lr, self.decay = torch, params, lr, weight_decay
+        self.betas, self.eps, self.t = (0.9, 0.999), 1e-8, 0
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        b1, b2 = self.betas
+        self.t += 1
+        with self.torch.no_grad():
+            for p, m, v in zip(self.params, self.m, self.v, strict=True):
+                if p.grad is None:
+                    continue
+                p.mul_(1 - self.lr * self.decay)
+                m.mul_(b1).add_(p.grad, alpha=1 - b1)
+                v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                denom = (v / (1 - b2**self.t)).sqrt_().add_(self.eps)
+                p.addcdiv_(m, denom, value=-self.lr / (1 - b1**self.t))
 
 
 @dataclass
@@ -199,14 +231,18 @@ class Lstm:
             raise ValueError("hidden, epochs, batch, profile_days, lookback_seasons must be > 0")
         if not 0.0 < val_share < 0.5:
             raise ValueError(f"val_share must be in (0, 0.5), got {val_share}")
-        self.hidden, self.lookback_seasons, self.profile_days = hidden, lookback_seasons, profile_days
+        self.hidden, self.lookback_seasons, self.profile_days = (
+            hidden,
+            lookback_seasons,
+            profile_days,
+        )
         self.epochs, self.patience, self.batch = epochs, patience, batch
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.val_share, self.country, self.seed = val_share, country.strip().upper(), seed
         self.refit_every_seasons = refit_every_seasons
 
     def _shape(self, ctx: FitContext) -> _Shape:
-        lookback = max(2, int(round(self.lookback_seasons * ctx.season)))
+        lookback = max(2, round(self.lookback_seasons * ctx.season))
         return _Shape(lookback, max(1, ctx.season), ctx.horizon, self.profile_days)
 
     def min_length(self, ctx: FitContext) -> int:
@@ -224,7 +260,7 @@ class Lstm:
         origins = np.arange(shape.first, len(y) - shape.steps + 1)
         enc, head = _windows(z, ts, features.off_days(ts, self.country), origins, shape)
         target = z[origins[:, None] + np.arange(shape.steps)[None, :]].astype(np.float32)
-        n_val = max(1, int(round(self.val_share * len(origins))))
+        n_val = max(1, round(self.val_share * len(origins)))
         with _one_thread(torch):
             torch.manual_seed(self.seed)
             net = _net(torch, self.hidden, shape)
@@ -235,9 +271,20 @@ class Lstm:
         lo, hi = interval_offsets((target[-n_val:] - pred) * scale, ctx.level)
         keep = shape.first + shape.profile_days * shape.season
         return _Fitted(
-            NAME, history.start_s, history.step_s, ctx.level, shape, self.country, mean, scale,
-            net, lo, hi, y[-keep:].copy(), seen=len(y),
-        )  # fmt: skip
+            NAME,
+            history.start_s,
+            history.step_s,
+            ctx.level,
+            shape,
+            self.country,
+            mean,
+            scale,
+            net,
+            lo,
+            hi,
+            y[-keep:].copy(),
+            seen=len(y),
+        )
 
     def _train(self, torch: Any, net: Any, data: list[Any], n_train: int) -> None:
         """Two stages: the linear highway alone, then everything, each with early stopping.
@@ -269,7 +316,7 @@ class Lstm:
         best_state: Any,
     ) -> tuple[float, Any]:
         enc, head, target = data
-        opt = torch.optim.AdamW(params, lr=self.learning_rate, weight_decay=self.weight_decay)
+        opt = _AdamW(torch, params, self.learning_rate, self.weight_decay)
         stale = 0
         for _ in range(self.epochs):
             net.train()

@@ -164,20 +164,31 @@ class ProphetModel:
         if split:
             for name in ("work_day", "off_day"):
                 model.add_seasonality(
-                    name=f"daily_{name}", period=1, fourier_order=_DAILY_ORDER,
+                    name=f"daily_{name}",
+                    period=1,
+                    fourier_order=_DAILY_ORDER,
                     condition_name=name,
-                )  # fmt: skip
+                )
         if self.country:
             model.add_country_holidays(country_name=self.country)
         frame = _Frame(self.country if split else None)
         ts = history.timestamps()
         model.fit(frame(ts, history.values))
         phi, residual = self._residual_ar(model, frame, ts, history.values)
-        block = max(ctx.horizon, int(round(self.refit_every_seasons * ctx.season)) + ctx.horizon)
+        block = max(ctx.horizon, round(self.refit_every_seasons * ctx.season) + ctx.horizon)
         return _Fitted(
-            NAME, history.start_s, history.step_s, ctx.level, frame, model, block, self.seed,
-            phi, residual, seen=len(history),
-        )  # fmt: skip
+            NAME,
+            history.start_s,
+            history.step_s,
+            ctx.level,
+            frame,
+            model,
+            block,
+            self.seed,
+            phi,
+            residual,
+            seen=len(history),
+        )
 
     def _residual_ar(
         self, model: Any, frame: Any, ts: np.ndarray, y: np.ndarray

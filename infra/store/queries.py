@@ -176,23 +176,23 @@ GROUP BY region, gpu_model, model
 ORDER BY region, gpu_model, model"""
 
 GPUS_IN_USE_SERIES = """\
-WITH busy AS (
-    SELECT region, gm AS gpu_model, ts,
-        total_gpus_by_model[gm] - free_gpus_by_model[gm] AS busy
-    FROM region_state FINAL
-    ARRAY JOIN mapKeys(total_gpus_by_model) AS gm
-    WHERE ts >= {since:DateTime64(3)} AND ts < {until:DateTime64(3)}
+WITH per_minute AS (
+    SELECT minute, region, gpu_model,
+        avgMerge(total_gpus_avg) - avgMerge(free_gpus_avg) AS busy
+    FROM capacity_1m
+    WHERE minute >= {since:DateTime64(3)} AND minute < {until:DateTime64(3)}
+        AND {region:String} IN ('', region)
+    GROUP BY minute, region, gpu_model
+), models AS (
+    SELECT minute, region, gpu_model, busy FROM per_minute
     UNION ALL
-    SELECT region, '*' AS gpu_model, ts,
-        arraySum(mapValues(total_gpus_by_model)) - arraySum(mapValues(free_gpus_by_model))
-    FROM region_state FINAL
-    WHERE ts >= {since:DateTime64(3)} AND ts < {until:DateTime64(3)}
+    SELECT minute, region, '*', sum(busy) FROM per_minute GROUP BY minute, region
 )
 SELECT region, gpu_model,
-    toDateTime(intDiv(toUnixTimestamp(ts), {step_s:UInt32}) * {step_s:UInt32}, 'UTC') AS bucket,
+    toDateTime(intDiv(toUnixTimestamp(minute), {step_s:UInt32}) * {step_s:UInt32}, 'UTC')
+        AS bucket,
     avg(busy) AS value
-FROM busy
-WHERE {region:String} IN ('', region)
+FROM models
 GROUP BY region, gpu_model, bucket
 ORDER BY region, gpu_model, bucket"""
 
@@ -200,11 +200,12 @@ GPUS_REQUESTED_SERIES = """\
 WITH routed AS (
     SELECT job_id, argMin(region, attempt) AS region
     FROM jobs_routed FINAL
+    WHERE ts >= {since:DateTime64(3)}
     GROUP BY job_id
 ), placed AS (
     SELECT job_id, argMax(gpu_model, ts) AS gpu_model
     FROM placement_decisions FINAL
-    WHERE outcome = 'PLACED'
+    WHERE outcome = 'PLACED' AND ts >= {since:DateTime64(3)}
     GROUP BY job_id
 ), jobs AS (
     SELECT s.ts AS ts, r.region AS region, p.gpu_model AS gpu_model,
@@ -311,15 +312,22 @@ QUERIES: dict[str, str] = {
 # Parameters the parametrised ready queries need (example values; `gpuflow sql --param`).
 QUERY_PARAMS: dict[str, dict[str, str]] = {
     "gpus_in_use_series": {
-        "since": "2026-01-01 00:00:00", "until": "2026-01-08 00:00:00", "step_s": "3600",
+        "since": "2026-01-01 00:00:00",
+        "until": "2026-01-08 00:00:00",
+        "step_s": "3600",
         "region": "",
     },
     "gpus_requested_series": {
-        "since": "2026-01-01 00:00:00", "until": "2026-01-08 00:00:00", "step_s": "3600",
-        "region": "", "kind": "TRAINING",
+        "since": "2026-01-01 00:00:00",
+        "until": "2026-01-08 00:00:00",
+        "step_s": "3600",
+        "region": "",
+        "kind": "TRAINING",
     },
     "grid_signal_series": {
-        "since": "2026-01-01 00:00:00", "until": "2026-01-08 00:00:00", "step_s": "3600",
+        "since": "2026-01-01 00:00:00",
+        "until": "2026-01-08 00:00:00",
+        "step_s": "3600",
         "region": "",
     },
 }

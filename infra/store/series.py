@@ -2,12 +2,13 @@
 
 Each kind names the ready query that buckets it (`infra.store.queries`), the column to read
 and how its gaps are filled: a level (GPUs in use) carries its last value, a flow (GPUs
-requested) is 0 where nothing was asked for, a grid signal is interpolated.
+requested) is 0 where nothing was asked for, a grid signal is interpolated. A requested
+series is also kept per GPU model for jobs placed on one; '*' counts every job.
 
 | series | unit | from |
 | --- | --- | --- |
 | gpus_in_use | GPUs (average of the interval) | RegionSummary: total - free, per model and '*' |
-| gpus_requested | GPUs asked for by jobs submitted in the interval | JobSubmitted, region of its first routing, model it was placed on ('*' always) |
+| gpus_requested | GPUs asked for by jobs submitted in it | JobSubmitted; region: first routing |
 | training_gpus_requested | same, kind TRAINING | |
 | inference_gpus_requested | same, kind INFERENCE | |
 | inference_requests_per_s | INFERENCE jobs submitted per second | |
@@ -51,17 +52,30 @@ SERIES: dict[str, SeriesKind] = {
         "gpus_requested", Q.GPUS_REQUESTED_SERIES, "gpus", "zero", "GPUs", {"kind": ""}
     ),
     "training_gpus_requested": SeriesKind(
-        "training_gpus_requested", Q.GPUS_REQUESTED_SERIES, "gpus", "zero", "GPUs",
+        "training_gpus_requested",
+        Q.GPUS_REQUESTED_SERIES,
+        "gpus",
+        "zero",
+        "GPUs",
         {"kind": "TRAINING"},
-    ),  # fmt: skip
+    ),
     "inference_gpus_requested": SeriesKind(
-        "inference_gpus_requested", Q.GPUS_REQUESTED_SERIES, "gpus", "zero", "GPUs",
+        "inference_gpus_requested",
+        Q.GPUS_REQUESTED_SERIES,
+        "gpus",
+        "zero",
+        "GPUs",
         {"kind": "INFERENCE"},
-    ),  # fmt: skip
+    ),
     "inference_requests_per_s": SeriesKind(
-        "inference_requests_per_s", Q.GPUS_REQUESTED_SERIES, "requests", "zero", "requests/s",
-        {"kind": "INFERENCE"}, per_second=True,
-    ),  # fmt: skip
+        "inference_requests_per_s",
+        Q.GPUS_REQUESTED_SERIES,
+        "requests",
+        "zero",
+        "requests/s",
+        {"kind": "INFERENCE"},
+        per_second=True,
+    ),
     "carbon_g_per_kwh": SeriesKind(
         "carbon_g_per_kwh", Q.GRID_SIGNAL_SERIES, "carbon_g_per_kwh", "interpolate", "g/kWh"
     ),
@@ -107,8 +121,13 @@ def fetch_series(
     start, end = since_s - since_s % step_s, until_s - until_s % step_s
     if end <= start:
         raise StoreError(f"series {kind}: the window holds no whole {step_s} s interval")
-    params = {**spec.params, "since": _sql_time(start), "until": _sql_time(end),
-              "step_s": str(step_s), "region": region}  # fmt: skip
+    params = {
+        **spec.params,
+        "since": _sql_time(start),
+        "until": _sql_time(end),
+        "step_s": str(step_s),
+        "region": region,
+    }
     result = run(spec.query, params)
     rows: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for row in result.dicts():
@@ -119,9 +138,14 @@ def fetch_series(
         name = f"{kind}/{reg}/{model}"
         try:
             out[(reg, model)] = on_grid(
-                [t for t, _ in points], [v for _, v in points], start_s=start, step_s=step_s,
-                points=(end - start) // step_s, fill=spec.fill, name=name,
-            )  # fmt: skip
+                [t for t, _ in points],
+                [v for _, v in points],
+                start_s=start,
+                step_s=step_s,
+                points=(end - start) // step_s,
+                fill=spec.fill,
+                name=name,
+            )
         except SeriesError as exc:
             raise StoreError(str(exc)) from exc
     return out

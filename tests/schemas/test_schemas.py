@@ -231,14 +231,24 @@ def test_older_versions_are_readable_never_written() -> None:
             older.add(old)
             record = {"event_id": "e1", "ts": 1_700_000_000_000, "schema": 1}
             if name == "DemandForecast":  # v1 -> v2 added series, plan, selected
-                record |= {"region": "eu", "gpu_model": "*", "issued_ts": 1_700_000_000_000,
-                           "step_s": 3600, "points": [1.0], "lower": [0.5], "upper": [1.5],
-                           "interval": 0.5, "model": "LSTM"}  # fmt: skip
+                record |= {
+                    "region": "eu",
+                    "gpu_model": "*",
+                    "issued_ts": 1_700_000_000_000,
+                    "step_s": 3600,
+                    "points": [1.0],
+                    "lower": [0.5],
+                    "upper": [1.5],
+                    "interval": 0.5,
+                    "model": "LSTM",
+                }
             data = SingleObjectCodec(older).encode(name, record)
             decoded_name, decoded = SingleObjectCodec().decode(data)
             assert decoded_name == name
             assert {k: decoded[k] for k in record} == record
             if name == "DemandForecast":
                 assert (decoded["series"], decoded["plan"], decoded["selected"]) == (
-                    "gpus_in_use", "", True
+                    "gpus_in_use",
+                    "",
+                    True,
                 )
