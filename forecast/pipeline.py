@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from forecast.backtest import BacktestConfig, BacktestResult, backtest
+from forecast.backtesting import BacktestConfig, BacktestResult, backtest
 from forecast.base import FitContext, Fitted, Forecast
 from forecast.errors import ForecastError, SeriesError
 from forecast.models import BASELINE, build

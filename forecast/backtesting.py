@@ -110,6 +110,7 @@ class BacktestResult:
     picks: Mapping[int, np.ndarray]  # horizon -> model index chosen at each origin (-1 none)
     models: tuple[str, ...]
     season: int
+    runs: Mapping[str, ModelRun]  # each model's forecasts from every origin
     notes: tuple[str, ...] = ()
 
     def row(self, model: str, horizon: int) -> ScoreRow | None:
@@ -233,7 +234,7 @@ def _score(
     path = np.nanmean(np.stack([scaled[h] for h in all_steps]), axis=0)
     path_choice = _choice(names, path, origins, max(all_steps), end, window, min_count)
     return BacktestResult(
-        tuple(rows), tuple(choices), path_choice, origins, picks, names, season, notes
+        tuple(rows), tuple(choices), path_choice, origins, picks, names, season, runs, notes
     )
 
 
