@@ -32,14 +32,15 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99))}
 
 
-def write_result(name: str, result: dict[str, Any]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
+def write_result(name: str, result: dict[str, Any], out: Path | None = None) -> Path:
+    """bench/results/<name>.json, or `out` when given, with the command and machine."""
     result = {
         **result,
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": machine(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    path = RESULTS / f"{name}.json"
+    path = out or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
     return path

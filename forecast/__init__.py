@@ -6,7 +6,14 @@ ClickHouse. The processor in `streams/forecasting.py` feeds it series from the h
 
 from __future__ import annotations
 
-from forecast.backtesting import SELECTED, BacktestConfig, BacktestResult, Choice, ScoreRow, backtest
+from forecast.backtesting import (
+    SELECTED,
+    BacktestConfig,
+    BacktestResult,
+    Choice,
+    ScoreRow,
+    backtest,
+)
 from forecast.base import FitContext, Fitted, Forecast, Forecaster
 from forecast.errors import (
     ForecastError,

@@ -13,6 +13,7 @@ such a record exists are scored, for every model alike, so the rows compare like
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -231,7 +232,9 @@ def _score(
         picks[h] = pick
         rows.extend(_rows(y, runs, names, origins, h, scaled[h], pick))
         choices.append(_choice(names, scaled[h], origins, h, end, window, min_count))
-    path = np.nanmean(np.stack([scaled[h] for h in all_steps]), axis=0)
+    with warnings.catch_warnings():  # origins whose every target is still ahead: NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        path = np.nanmean(np.stack([scaled[h] for h in all_steps]), axis=0)
     path_choice = _choice(names, path, origins, max(all_steps), end, window, min_count)
     return BacktestResult(
         tuple(rows), tuple(choices), path_choice, origins, picks, names, season, runs, notes

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from forecast import features
 from forecast.base import FitContext, Forecast
 from forecast.errors import ModelUnavailableError, SeriesTooShortError
 from forecast.series import DAY_S, WEEK_S, Series
@@ -32,35 +33,29 @@ from forecast.series import DAY_S, WEEK_S, Series
 __all__ = ["NAME", "ProphetModel"]
 
 NAME = "prophet"
-_QUIET = ("cmdstanpy", "prophet", "prophet.plot")
+_QUIET = {
+    "cmdstanpy": logging.WARNING,
+    "prophet": logging.WARNING,
+    "prophet.plot": logging.CRITICAL,
+}
 _DAILY_ORDER = 6  # Fourier terms per daily shape (Prophet's default daily order is 4)
 
 
 def _prophet() -> Any:
+    # before the import: Prophet logs "Importing plotly failed" at ERROR (we plot with
+    # matplotlib), and cmdstanpy every chain start and stop at INFO through its own handler
+    for name, level in _QUIET.items():
+        logger = logging.getLogger(name)
+        if not logger.handlers:  # cmdstanpy adds a handler (and DEBUG) to a bare logger
+            logger.addHandler(logging.NullHandler())
+        logger.setLevel(level)
     try:
         from prophet import Prophet
     except ImportError as exc:  # pragma: no cover - an install without the extra
         raise ModelUnavailableError(
             f"{NAME}: prophet is not installed (pip install 'gpuflow[forecast]')"
         ) from exc
-    for name in _QUIET:  # cmdstanpy logs every chain start and stop at INFO
-        logging.getLogger(name).setLevel(logging.WARNING)
     return Prophet
-
-
-def _off_days(ts_s: np.ndarray, country: str) -> np.ndarray:
-    """Weekends and the country's public holidays (UTC dates)."""
-    days = np.asarray(ts_s, dtype=np.int64) // DAY_S
-    off = (days + 3) % 7 >= 5  # 1970-01-01 was a Thursday
-    if country:
-        import holidays
-
-        years = range(1970 + int(days.min()) // 366, 1971 + int(days.max()) // 365 + 1)
-        calendar = holidays.country_holidays(country, years=list(years))
-        epoch = np.datetime64("1970-01-01", "D")
-        listed = {int((np.datetime64(d, "D") - epoch).astype(np.int64)) for d in calendar}
-        off |= np.isin(days, list(listed))
-    return off
 
 
 @dataclass
@@ -221,7 +216,7 @@ class _Frame:
         if values is not None:
             frame["y"] = values
         if self.country is not None:
-            off = _off_days(ts, self.country)
+            off = features.off_days(ts, self.country)
             frame["off_day"], frame["work_day"] = off, ~off
         return frame
 

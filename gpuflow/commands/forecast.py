@@ -58,12 +58,14 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
     return tuple(sorted(set(values)))
 
 
-def _models(names: str, country: str) -> dict[str, Any]:
+def _models(names: str, country: str, lstm_epochs: int) -> dict[str, Any]:
     out = {}
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name not in MODELS:
             raise fail(f"--models: unknown forecaster {name!r} (known: {', '.join(MODELS)})")
-        kwargs = {"country": country} if name in ("lstm", "prophet") else {}
+        kwargs: dict[str, Any] = {"country": country} if name in ("lstm", "prophet") else {}
+        if name == "lstm":
+            kwargs["epochs"] = lstm_epochs
         try:
             out[name] = build(name, **kwargs)
         except ValueError as exc:
@@ -145,17 +147,18 @@ def _score_table(result: BacktestResult) -> Table:
 
 
 def _forecast_table(chosen: Forecast, baseline: Forecast | None) -> Table:
+    """The chosen model's points and interval, the baseline's points beside them."""
     table = Table(title=f"forecast: {chosen.model} ({round(100 * chosen.level)}% interval)")
     for name in ("ts (UTC)", "point", "lower", "upper"):
         table.add_column(name, justify="right")
-    if baseline is not None and baseline is not chosen:
+    if baseline is not None:
         table.add_column(f"{baseline.model}", justify="right")
     for i, ts in enumerate(chosen.timestamps()):
         cells = [
             _iso(int(ts)),
             *(f"{v[i]:.3f}" for v in (chosen.point, chosen.lower, chosen.upper)),
         ]
-        if baseline is not None and baseline is not chosen:
+        if baseline is not None:
             cells.append(f"{baseline.point[i]:.3f}")
         table.add_row(*cells)
     return table
@@ -191,6 +194,7 @@ def forecast(
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of the forecast.")] = None,
     level: Annotated[float, typer.Option(help="Interval coverage, 0..1.")] = 0.8,
     country: Annotated[str, typer.Option(help="Holiday calendar country.")] = "CN",
+    lstm_epochs: Annotated[int, typer.Option(help="LSTM training epochs (at most).")] = 60,
     season: Annotated[int | None, typer.Option(help="Steps per season (default: a day).")] = None,
     fill: Annotated[str, typer.Option(help=f"Gap filling: {', '.join(FILLS)}.")] = "interpolate",
     config: Annotated[Path | None, typer.Option("--config", help="gpuflow.toml")] = None,
@@ -198,12 +202,8 @@ def forecast(
 ) -> None:
     """Fit and show a series' forecast; --backtest scores every forecaster on it."""
     err = Console(stderr=True)
-    if not 0.0 < level < 1.0:
-        raise fail(f"--level: must be in (0, 1), got {level}")
-    if fill not in FILLS:
-        raise fail(f"--fill: must be one of {', '.join(FILLS)}, got {fill!r}")
-    if model != AUTO and model not in MODELS:
-        raise fail(f"--model: unknown forecaster {model!r} (auto, {', '.join(MODELS)})")
+    _check(level, fill, model, lstm_epochs)
+    candidates = _models(models, country, lstm_epochs)
     if series_csv is not None:
         try:
             data = read_series_csv(series_csv, fill=fill)
@@ -217,51 +217,59 @@ def forecast(
         f"{data.name}: {len(data)} points every {data.step_s} s from {_iso(data.start_s)}; "
         f"{int(data.filled.sum())} filled in {data.gaps} gaps; season {m} steps",
         highlight=False,
+        soft_wrap=True,
     )
-    candidates = _models(models, country)
-    if model != AUTO:
-        candidates = {name: candidates.get(name) or build(name) for name in (BASELINE, model)}
     result = None
     if run_backtest or model == AUTO:
-        config_bt = BacktestConfig(horizons=steps, level=level, season=m)
         try:
-            result = _run_backtest(data, candidates, config_bt, err, as_json)
+            result = _run_backtest(data, candidates, BacktestConfig(steps, level, m), err, as_json)
         except ForecastError as exc:
             raise fail(str(exc)) from None
         for note in result.notes:
-            err.print(f"note: {note}", highlight=False)
+            err.print(f"note: {note}", highlight=False, soft_wrap=True)
     if run_backtest and result is not None:
         _show_backtest(result, as_json, err)
-        if not plot:
-            return
-    chosen_name = model if model != AUTO else (result.path_choice.model if result else None)
-    chosen_name = chosen_name or BASELINE
-    chosen = _fit(data, candidates[chosen_name], max(steps), level, m)
-    baseline = (
-        chosen
-        if chosen_name == BASELINE
-        else _fit(data, candidates[BASELINE], max(steps), level, m)
-    )
-    if plot:
-        path = plot_forecast(data, [chosen] if baseline is chosen else [chosen, baseline], plot)
-        err.print(f"wrote {path}", highlight=False)
-    if run_backtest:
+    if run_backtest and not plot:
         return
-    if as_json:
-        rows = [
-            {
-                "model": f.model,
-                "ts": int(ts),
-                "point": float(f.point[i]),
-                "lower": float(f.lower[i]),
-                "upper": float(f.upper[i]),
-            }
-            for f in ([chosen] if baseline is chosen else [chosen, baseline])
-            for i, ts in enumerate(f.timestamps())
-        ]
-        typer.echo(json.dumps(rows, indent=1))
-    else:
-        Console().print(_forecast_table(chosen, baseline))
+    if model != AUTO:
+        candidates |= _models(model, country, lstm_epochs)
+    name = (model if model != AUTO else result.path_choice.model if result else None) or BASELINE
+    shown = [
+        _fit(data, candidates[n], max(steps), level, m) for n in dict.fromkeys([name, BASELINE])
+    ]
+    if plot:
+        err.print(f"wrote {plot_forecast(data, shown, plot)}", highlight=False)
+    if not run_backtest:
+        _show_forecast(shown, as_json)
+
+
+def _check(level: float, fill: str, model: str, lstm_epochs: int) -> None:
+    if not 0.0 < level < 1.0:
+        raise fail(f"--level: must be in (0, 1), got {level}")
+    if fill not in FILLS:
+        raise fail(f"--fill: must be one of {', '.join(FILLS)}, got {fill!r}")
+    if model != AUTO and model not in MODELS:
+        raise fail(f"--model: unknown forecaster {model!r} (auto, {', '.join(MODELS)})")
+    if lstm_epochs < 1:
+        raise fail(f"--lstm-epochs: must be >= 1, got {lstm_epochs}")
+
+
+def _show_forecast(shown: list[Forecast], as_json: bool) -> None:
+    if not as_json:
+        Console().print(_forecast_table(shown[0], shown[1] if len(shown) > 1 else None))
+        return
+    rows = [
+        {
+            "model": f.model,
+            "ts": int(ts),
+            "point": float(f.point[i]),
+            "lower": float(f.lower[i]),
+            "upper": float(f.upper[i]),
+        }
+        for f in shown
+        for i, ts in enumerate(f.timestamps())
+    ]
+    typer.echo(json.dumps(rows, indent=1))
 
 
 def _show_backtest(result: BacktestResult, as_json: bool, err: Console) -> None:
