@@ -34,7 +34,11 @@ class SeriesTooShortError(ForecastError):
     def __init__(self, model: str, need: int, got: int, why: str = "") -> None:
         detail = f" ({why})" if why else ""
         super().__init__(f"{model}: series too short: needs >= {need} points{detail}, got {got}")
-        self.model, self.need, self.got = model, need, got
+        self.model, self.need, self.got, self.why = model, need, got, why
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, int, str]]:
+        # rebuilt from its fields when it crosses from the forecast pool to the processor
+        return (type(self), (self.model, self.need, self.got, self.why))
 
 
 class ModelUnavailableError(ForecastError):

@@ -14,7 +14,6 @@ Without forecasts (none yet, or older than `max_age_s`) both are off: no headroo
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -22,36 +21,34 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from infra.config import Config
-from infra.kafka import consumer
 from infra.topics import FORECASTS_DEMAND
-from schemas import Codec, CodecError
+from schemas import Codec
 from scorer.deferral import Deferral, DeferralPolicy, plan_deferral
 from scorer.forecasts import ForecastCurve
 from scorer.headroom import HeadroomPolicy, headroom_gpus, is_low_priority, outside_headroom
 from scorer.types import JobSpec
+from streams.follower import TopicFollower
 from streams.outbox import now_ms
 
 __all__ = ["ForecastBook", "ForecastUse"]
-
-log = logging.getLogger(__name__)
 
 _Key = tuple[str, str, str, str]  # region, gpu_model, series, plan
 _HEADROOM_PLANS = ("short", "medium", "long")  # finest first: the next hour matters
 _GRID_PLANS = ("medium", "long", "short")
 
 
-class ForecastBook:
+class ForecastBook(TopicFollower):
     """Latest selected forecast per (region, gpu_model, series, plan)."""
 
+    topic = FORECASTS_DEMAND
+    name = "forecasts"
+
     def __init__(self, config: Config, codec: Codec, *, clock: Callable[[], int] = now_ms) -> None:
-        self.config = config
-        self.codec = codec
+        super().__init__(config, codec)
         self.max_age_ms = int(config.forecast.max_age_s * 1000)
         self.clock = clock
         self._latest: dict[_Key, ForecastCurve] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def apply(self, record: Mapping[str, Any]) -> None:
         """Keep a decoded DemandForecast if it is the chosen model's and the newest."""
@@ -81,51 +78,17 @@ class ForecastBook:
                     return curve
         return None
 
-    # -- the reader thread ---------------------------------------------------------------------
-
-    def start(self) -> ForecastBook:
-        self._thread = threading.Thread(target=self._run, name="forecast-book", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        c = consumer(self.config.kafka, group_id=f"{self.config.worker.app_id}-forecasts")
-        try:
-            meta = c.list_topics(FORECASTS_DEMAND, timeout=10).topics[FORECASTS_DEMAND]
-            c.assign(self._start_offsets(c, sorted(meta.partitions)))
-            while not self._stop.is_set():
-                for msg in c.consume(500, timeout=0.2):
-                    if msg.error() is not None:
-                        continue
-                    try:
-                        name, record = self.codec.decode(msg.value(), topic=FORECASTS_DEMAND)
-                    except CodecError as exc:  # the history sink dead-letters it
-                        log.debug("skipped undecodable forecast: %s", exc)
-                        continue
-                    if name == "DemandForecast":
-                        self.apply(record)
-        except KafkaException as exc:
-            log.error("forecast book stopped: %s", exc)
-        finally:
-            c.close()
-
-    def _start_offsets(self, c: Any, partitions: list[int]) -> list[TopicPartition]:
+    def start_offsets(self, c: Any, partitions: list[int]) -> list[TopicPartition]:
         """From `max_age_s` ago where the broker can say where that is, else the beginning."""
         since = self.clock() - self.max_age_ms
-        wanted = [TopicPartition(FORECASTS_DEMAND, p, since) for p in partitions]
+        wanted = [TopicPartition(self.topic, p, since) for p in partitions]
         try:
             found = c.offsets_for_times(wanted, timeout=10)
         except KafkaException:
             found = []
         by_partition = {tp.partition: tp.offset for tp in found if tp.offset >= 0}
         return [
-            TopicPartition(FORECASTS_DEMAND, p, by_partition.get(p, OFFSET_BEGINNING))
-            for p in partitions
+            TopicPartition(self.topic, p, by_partition.get(p, OFFSET_BEGINNING)) for p in partitions
         ]
 
 

@@ -25,7 +25,7 @@ import multiprocessing
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -33,7 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from forecast import DEFAULT_PLANS, BacktestResult, Forecast, Outcome, Plan, Series
+from forecast import (
+    DEFAULT_PLANS,
+    BacktestResult,
+    Forecast,
+    Outcome,
+    Plan,
+    Series,
+    SeriesTooShortError,
+    season_length,
+)
 from forecast.pipeline import run_keyed
 from infra.config import Config
 from infra.kafka import producer as make_producer
@@ -81,6 +90,7 @@ class RunReport:
     scores: int = 0
     refits: int = 0
     failed: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # too short to forecast yet
     filled: int = 0  # intervals filled in the series read
 
 
@@ -122,6 +132,7 @@ class ForecastProcessor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._refit_at: dict[tuple[str, str], int] = {}  # (plan, kind) -> series end at refit
+        self._read_to: dict[tuple[str, str], int] = {}  # (plan, kind) -> end of the last read
         self._offset = 0  # round-robin start when there are more series than max_series
         names = set(self.settings.names("plans"))
         self.plans = tuple(p for p in DEFAULT_PLANS if p.name in names)
@@ -162,12 +173,13 @@ class ForecastProcessor:
                 report = self.run_once()
                 log.info(
                     "forecast run series=%d forecasts=%d scores=%d refits=%d failed=%d "
-                    "filled=%d in_s=%.1f",
+                    "waiting=%d filled=%d in_s=%.1f",
                     report.series,
                     report.forecasts,
                     report.scores,
                     report.refits,
                     len(report.failed),
+                    len(report.waiting),
                     report.filled,
                     time.monotonic() - started,
                 )
@@ -205,26 +217,42 @@ class ForecastProcessor:
     def _jobs(
         self, now: int, report: RunReport
     ) -> tuple[list[SeriesJob], dict[tuple[str, str], int]]:
+        """The series to run now, and the (plan, kind) groups whose whole history was read."""
         jobs: list[SeriesJob] = []
         refits: dict[tuple[str, str], int] = {}
         for plan in self.plans:
             for kind in self.kinds:
                 if kind in GRID_SERIES and plan.step_s < 3600:
                     continue  # grid signals are planned by the hour, not every 5 minutes
-                end = now - now % plan.step_s
-                due = end - self._refit_at.get((plan.name, kind), -plan.refit_s) >= plan.refit_s
-                since = end - plan.history_s if due else end - _UPDATE_POINTS * plan.step_s
+                group, end = (plan.name, kind), now - now % plan.step_s
+                last = self._refit_at.get(group)
+                due = last is None or end - last >= plan.refit_s
+                # updating: the points since the last run (a few more, in case one was slow)
+                since = (
+                    end - plan.history_s
+                    if due
+                    else self._read_to.get(group, end) - _UPDATE_POINTS * plan.step_s
+                )
                 found = fetch_series(
                     self.store.query, kind, since_s=since, until_s=end, step_s=plan.step_s
                 )
+                self._read_to[group] = end
                 if due and found:
-                    refits[(plan.name, kind)] = end
+                    refits[group] = end
                 for (region, gpu_model), series in found.items():
                     if gpu_model != "*" and not self.settings.by_model:
                         continue
+                    job = SeriesJob(kind, region, gpu_model, plan, series)
+                    if due and len(series) < _min_points(plan):
+                        report.waiting.append(job.key)  # not even the baseline fits yet
+                        refits.pop(group, None)
+                        continue
                     report.filled += int(series.filled.sum())
-                    jobs.append(SeriesJob(kind, region, gpu_model, plan, series))
-        return self._rotate(jobs), refits
+                    jobs.append(job)
+        kept = self._rotate(jobs)
+        for job in set(jobs) - set(kept):  # left for a later round: read it all again then
+            refits.pop((job.plan.name, job.kind), None)
+        return kept, refits
 
     def _rotate(self, jobs: list[SeriesJob]) -> list[SeriesJob]:
         cap = self.settings.max_series
@@ -264,6 +292,10 @@ class ForecastProcessor:
             return None
         try:
             return future.result(timeout=_FIT_TIMEOUT_S)
+        except SeriesTooShortError as exc:  # a new region or series: expected, not a fault
+            log.info("forecast waits for history key=%s need=%d got=%d", job.key, exc.need, exc.got)
+            report.waiting.append(job.key)
+            return None
         except BrokenProcessPool:
             self._executor = None
             log.error("forecast pool died key=%s; a new one starts next run", job.key)
@@ -283,7 +315,9 @@ class ForecastProcessor:
             _record(job, outcome.baseline, "seasonal_naive", False, self.settings.level),
         ]
 
-    def _publish(self, records: Iterable[Mapping[str, Any]]) -> None:
+    def _publish(self, records: list[dict[str, Any]]) -> None:
+        if not records:
+            return
         if self._producer is None:
             self._producer = make_producer(self.config.kafka)
         for record in records:
@@ -320,6 +354,11 @@ class ForecastProcessor:
             }
             for row in result.rows
         ]
+
+
+def _min_points(plan: Plan) -> int:
+    """The seasonal-naive baseline's minimum: two seasons and a point."""
+    return 2 * season_length(plan.step_s) + 1
 
 
 def _record(

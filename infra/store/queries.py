@@ -142,15 +142,8 @@ FROM (
 GROUP BY region
 ORDER BY region"""
 
-FORECAST_ERROR = """\
-WITH points AS (
-    SELECT region, gpu_model, model, issued_ts, i, predicted,
-        issued_ts + toIntervalSecond(step_s * (i - 1)) AS from_ts,
-        issued_ts + toIntervalSecond(step_s * i) AS to_ts
-    FROM demand_forecasts FINAL
-    ARRAY JOIN points AS predicted, arrayEnumerate(points) AS i
-    WHERE series = 'gpus_in_use'
-), busy AS (
+# realized demand per region, GPU model and summary ('*': all models), for forecast error
+_BUSY = """), busy AS (
     SELECT region, gm AS gpu_model, ts,
         total_gpus_by_model[gm] - free_gpus_by_model[gm] AS busy
     FROM region_state FINAL
@@ -159,7 +152,17 @@ WITH points AS (
     SELECT region, '*' AS gpu_model, ts,
         arraySum(mapValues(total_gpus_by_model)) - arraySum(mapValues(free_gpus_by_model))
     FROM region_state FINAL
-), realized AS (
+), realized AS ("""
+
+FORECAST_ERROR = f"""\
+WITH points AS (
+    SELECT region, gpu_model, model, issued_ts, i, predicted,
+        issued_ts + toIntervalSecond(step_s * (i - 1)) AS from_ts,
+        issued_ts + toIntervalSecond(step_s * i) AS to_ts
+    FROM demand_forecasts FINAL
+    ARRAY JOIN points AS predicted, arrayEnumerate(points) AS i
+    WHERE series = 'gpus_in_use'
+{_BUSY}
     SELECT p.region AS region, p.gpu_model AS gpu_model, p.model AS model, p.issued_ts, p.i,
         any(p.predicted) AS predicted, avg(b.busy) AS actual
     FROM points AS p
@@ -257,7 +260,7 @@ FROM forecast_scores FINAL
 GROUP BY region, series, gpu_model, plan, model, horizon_steps
 ORDER BY region, series, gpu_model, plan, horizon_steps, mase"""
 
-FORECAST_ERROR_BY_MODEL = """\
+FORECAST_ERROR_BY_MODEL = f"""\
 WITH points AS (
     SELECT region, gpu_model, model, selected, plan, issued_ts, i, predicted,
         issued_ts + toIntervalSecond(step_s * (i - 1)) AS from_ts,
@@ -265,16 +268,7 @@ WITH points AS (
     FROM demand_forecasts FINAL
     ARRAY JOIN points AS predicted, arrayEnumerate(points) AS i
     WHERE series = 'gpus_in_use'
-), busy AS (
-    SELECT region, gm AS gpu_model, ts,
-        total_gpus_by_model[gm] - free_gpus_by_model[gm] AS busy
-    FROM region_state FINAL
-    ARRAY JOIN mapKeys(total_gpus_by_model) AS gm
-    UNION ALL
-    SELECT region, '*' AS gpu_model, ts,
-        arraySum(mapValues(total_gpus_by_model)) - arraySum(mapValues(free_gpus_by_model))
-    FROM region_state FINAL
-), realized AS (
+{_BUSY}
     SELECT p.region AS region, p.gpu_model AS gpu_model, p.plan AS plan, p.model AS model,
         p.selected AS selected, p.issued_ts, p.i,
         any(p.predicted) AS predicted, avg(b.busy) AS actual
