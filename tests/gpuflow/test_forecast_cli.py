@@ -108,3 +108,51 @@ def test_forecast_table_json_and_plot(tmp_path: Path) -> None:
     assert (
         table.exit_code == 0 and "holt_winters" in table.stdout and "seasonal_naive" in table.stdout
     )
+
+
+def test_a_series_from_the_history(tmp_path: Path) -> None:
+    """`--region` reads the history (here the store itself: no worker runs on this port)."""
+    from infra.broker import free_port
+    from infra.config import load_config
+    from infra.store import open_store
+    from infra.store import samples as S
+    from infra.store.rows import RowContext, to_rows
+
+    cfg = load_config(env={}, data_dir=str(tmp_path / "data"))
+    toml = tmp_path / "gpuflow.toml"
+    toml.write_text(f'data_dir = "{cfg.data_dir}"\n[worker]\nweb_port = {free_port()}\n')
+    now = int(__import__("time").time()) // 300 * 300
+    rows = []
+    for t in range(now - 3 * 86_400, now, 300):  # three days, one summary per 5 minutes
+        busy = 4 + (t // 3600) % 4  # a 4-hour cycle: 4, 5, 6, 7 GPUs busy
+        record = S.region_summary("eu", t * 1000, total={"H100": 8}, free={"H100": 8 - busy})
+        rows.extend(to_rows("RegionSummary", record, RowContext())[1])
+    with open_store(cfg) as store:
+        store.insert_rows("region_state", rows)
+    args = [
+        "forecast",
+        "--region",
+        "eu",
+        "--series",
+        "gpus_in_use",
+        "--step",
+        "3600",
+        "--days",
+        "3",
+        "--model",
+        "seasonal_naive",
+        "--horizons",
+        "3",
+        "--json",
+        "--config",
+        str(toml),
+    ]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "gpus_in_use/eu/*: 72 points every 3600 s" in result.stderr
+    forecast = json.loads(result.stdout)
+    assert len(forecast) == 3
+    for row in forecast:  # the same hour a day earlier: its place in the 4-hour cycle
+        assert row["point"] == 4 + ((row["ts"] - 86_400) // 3600) % 4
+    missing = runner.invoke(app, [*args[:2], "mars", *args[3:]])
+    assert missing.exit_code == 2 and "no gpus_in_use history for mars/*" in missing.output
