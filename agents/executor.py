@@ -24,9 +24,28 @@ from infra.kafka import consumer, producer
 from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_EVENTS
 from schemas import DecodeError, make_codec
 
-__all__ = ["ExecutorStats", "ExecutorTwin"]
+__all__ = ["ExecutorStats", "ExecutorTwin", "RecentJobs"]
 
 log = logging.getLogger(__name__)
+
+
+class RecentJobs:
+    """The last `capacity` job ids seen, oldest forgotten first: a bounded duplicate filter."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._ids: dict[str, None] = {}
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, job_id: str) -> None:
+        self._ids[job_id] = None
+        if len(self._ids) > self.capacity:
+            del self._ids[next(iter(self._ids))]
 
 
 @dataclass
@@ -57,17 +76,19 @@ class ExecutorTwin:
         self.group_id = group_id or f"{config.worker.app_id}-executor"
         self.codec = make_codec(config.kafka.schema_registry_url or None)
         self.stats = ExecutorStats()
-        self._seen: set[str] = set()
+        self._seen = RecentJobs(100_000)  # duplicates arrive within seconds, not hours
         self._due: list[tuple[float, str, str, list[str]]] = []  # (when, job_id, region, nodes)
+        self._producer: Any = None
 
     def run(self, stop: threading.Event) -> None:
         """Consume decisions and emit job events until `stop` is set."""
         c = consumer(self.config.kafka, self.group_id)
-        p = producer(self.config.kafka)
+        self._producer = producer(self.config.kafka)
         c.subscribe([DECISIONS_PLACEMENT])
         consumed = False
         try:
             while not stop.is_set():
+                p = self._producer  # replaced if librdkafka gives it up (see _emit)
                 for msg in c.consume(500, timeout=0.1):
                     if msg.error():
                         continue
@@ -81,7 +102,7 @@ class ExecutorTwin:
         except KafkaException as exc:
             log.error("executor stopped: %s", exc)
         finally:
-            p.flush(5)
+            self._producer.flush(5)
             c.close()
 
     def _on_message(self, p: Any, msg: Any) -> None:
@@ -137,4 +158,13 @@ class ExecutorTwin:
         }
         value = self.codec.encode("JobEvent", record, topic=JOBS_EVENTS)
         partition = self.partition_of(region)
-        p.produce(JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition)
+        try:
+            p.produce(JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition)
+        except KafkaException as exc:
+            if not exc.args[0].fatal():
+                raise
+            log.error("executor producer failed for good (%s); starting a new one", exc)
+            self._producer = producer(self.config.kafka)
+            self._producer.produce(
+                JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition
+            )

@@ -72,6 +72,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--lams", default="600,300,230,180")
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--out", help="result file (default bench/results/quality.json)")
     args = ap.parse_args()
     throughput = gavel_throughputs()
     nodes = gavel_cluster()
@@ -124,6 +125,7 @@ def main() -> None:
             },
             "wall_s": round(time.perf_counter() - started, 1),
         },
+        out=args.out,
     )
     print(f"wrote {path}")
 

@@ -114,7 +114,7 @@ class ForecastProcessor:
     def __init__(
         self,
         config: Config,
-        store: Store,
+        store: Store | Callable[[], Store],
         *,
         executor: Executor | None = None,
         pool: Callable[[], Executor] = _spawn_pool,
@@ -122,7 +122,8 @@ class ForecastProcessor:
     ) -> None:
         self.config = config
         self.settings = config.forecast
-        self.store = store
+        # the history sink opens the store in its own thread: ask for it when needed
+        self._store_of: Callable[[], Store] = store if callable(store) else lambda: store
         self.clock = clock
         self._pool_factory = pool
         self._executor = executor
@@ -166,8 +167,22 @@ class ForecastProcessor:
         if self._producer is not None:
             self._producer.flush(10)
 
+    @property
+    def store(self) -> Store:
+        return self._store_of()
+
+    def _store_ready(self) -> bool:
+        try:
+            self._store_of()
+        except StoreError:  # the sink has not opened it yet (or lost it): wait
+            return False
+        return True
+
     def _loop(self) -> None:
         while not self._stop.is_set():
+            if not self._store_ready():
+                self._stop.wait(1.0)
+                continue
             started = time.monotonic()
             try:
                 report = self.run_once()

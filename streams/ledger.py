@@ -17,20 +17,21 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from infra.config import KafkaConfig
 from infra.kafka import consumer
-from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS
+from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, TOPICS
 from schemas import Codec, DecodeError
 
-__all__ = ["read_ended_jobs", "read_final_decisions"]
+__all__ = ["overbooked", "read_ended_jobs", "read_final_decisions", "read_routed_attempts"]
 
 log = logging.getLogger(__name__)
 
 _FINAL = ("PLACED", "REJECTED")
+_EVENT_OF = {t.name: t.event for t in TOPICS}
 _ENDED = ("FINISHED", "FAILED", "EVICTED")
 
 
 def _read_topic(
     kafka: KafkaConfig, codec: Codec, topic: str, timeout_s: float
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[tuple[dict[str, Any], int]]:
     """Every decodable record of `topic`, from the beginning to end-of-partition."""
     c = consumer(
         kafka, group_id=f"gpuflow-ledger-{time.monotonic_ns()}", **{"enable.partition.eof": True}
@@ -55,9 +56,11 @@ def _read_topic(
                         pending.discard(partition)
                     continue
                 try:
-                    yield codec.decode(msg.value(), topic=topic)[1]
+                    name, record = codec.decode(msg.value(), topic=topic)
                 except DecodeError:
                     continue  # its consumer dead-letters it; nothing to learn here
+                if name == _EVENT_OF.get(topic, name):  # another event type: dead-lettered too
+                    yield record, msg.timestamp()[1]
     finally:
         c.close()
 
@@ -69,8 +72,9 @@ def read_final_decisions(
     started = time.monotonic()
     found = {
         r["job_id"]: r
-        for r in _read_topic(kafka, codec, topic, timeout_s)
-        if r.get("outcome") in _FINAL
+        for r, _ in _read_topic(kafka, codec, topic, timeout_s)
+        # a submission refused at admission (streams.admission) leaves its job id undecided
+        if r.get("outcome") in _FINAL and r.get("admitted", True)
     }
     log.info("ledger read final=%d in_s=%.2f", len(found), time.monotonic() - started)
     return found
@@ -78,12 +82,67 @@ def read_final_decisions(
 
 def read_ended_jobs(
     kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
-) -> set[str]:
-    """Jobs the executor reported finished, failed or evicted: their GPUs are free again.
+) -> dict[str, int]:
+    """Jobs the executor reported finished, failed or evicted, with when the last such report
+    was written (ms): their GPUs are free again if that is after their placement.
 
     The log, not the reservations table, is the authority: a table write lost in a crash
     must neither leak GPUs (a release lost) nor resurrect a finished job.
     """
-    return {
-        r["job_id"] for r in _read_topic(kafka, codec, topic, timeout_s) if r.get("type") in _ENDED
-    }
+    ended: dict[str, int] = {}
+    for r, written in _read_topic(kafka, codec, topic, timeout_s):
+        if r.get("type") in _ENDED:
+            ended[r["job_id"]] = max(ended.get(r["job_id"], 0), written)
+    return ended
+
+
+def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
+    """GPUs whose concurrent reservations exceed one whole GPU, from the logs alone.
+
+    A placement holds its GPUs from its decision's ts until the job's first ending event
+    (FINISHED, FAILED, EVICTED) stamped at or after it (the placer only reuses GPUs after it
+    consumed that event, so later decisions are later in ts). An ending event stamped before
+    the placement (a stale or hostile one) cannot be placed on this timeline and is skipped,
+    which can only make the check stricter.
+    """
+    ends: dict[str, list[int]] = {}
+    for e in events:
+        if e.get("type") in _ENDED:
+            ends.setdefault(e["job_id"], []).append(int(e["ts"]))
+    spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+    for d in decisions:
+        if d.get("outcome") != "PLACED":
+            continue
+        end = min((t for t in ends.get(d["job_id"], ()) if t >= d["ts"]), default=2**62)
+        for a in d["assignments"]:
+            for gpu in a["gpu_indices"]:
+                spans.setdefault((a["node_id"], gpu), []).append((d["ts"], end, a["gpu_milli"]))
+    bad = []
+    for gpu, intervals in spans.items():
+        points = sorted(
+            [(s, m) for s, _, m in intervals] + [(e, -m) for _, e, m in intervals],
+            key=lambda p: (p[0], p[1]),
+        )
+        held = 0
+        for _, delta in points:
+            held += delta
+            if held > 1000:
+                bad.append(f"{gpu[0]}[{gpu[1]}] holds {held} milli")
+                break
+    return bad
+
+
+def read_routed_attempts(
+    kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_ROUTED, timeout_s: float = 60.0
+) -> dict[str, int]:
+    """job_id -> the highest attempt of its RoutedJob records: how far each job has travelled.
+
+    With several workers, the routed log is what tells a worker taking over a partition that
+    a replayed job was already routed, or already forwarded past a region.
+    """
+    out: dict[str, int] = {}
+    for r, _ in _read_topic(kafka, codec, topic, timeout_s):
+        job_id, attempt = r["job"]["job_id"], int(r["attempt"])
+        if attempt > out.get(job_id, 0):
+            out[job_id] = attempt
+    return out

@@ -10,7 +10,9 @@ so each entry lands in its region's changelog partition:
   queue:        job_id -> RoutedJob record waiting for capacity
   nodes:        node_id -> latest NodeInventory record
 Idempotence: a job with a final decision (PLACED or REJECTED) is never decided again; the set
-of final jobs is rebuilt at start from the decision log itself (`streams.ledger`).
+of final jobs is rebuilt at start from the decision log itself (`streams.ledger`). Memory is
+bounded by live jobs plus `horizon_s` (`streams.horizon`): decided jobs and released
+reservations older than that are forgotten, jobs holding GPUs never.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from scorer import (
     rank_regions,
 )
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
+from streams.horizon import DecidedJobs, ReleasedLog
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 
 if TYPE_CHECKING:
@@ -65,6 +68,8 @@ class Scheduler:
         region_order: Sequence[str] = (),
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
+        porting_penalties: Mapping[str, float] | None = None,
+        horizon_s: float = 600.0,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -72,17 +77,26 @@ class Scheduler:
         self.queue = queue
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
-        self.final: set[str] = set()
+        self.final = DecidedJobs(horizon_s)
+        self.released = ReleasedLog(horizon_s)
+        # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
+        self.routed_attempts: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
+        self.porting_penalties = dict(porting_penalties or {})  # the router's, as the placer's
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
         # forecast headroom and green deferral (streams.deferral.ForecastUse); None: off
         self.forecasts: ForecastUse | None = None
 
     # -- recovery -----------------------------------------------------------------------------
 
-    def rebuild(self, logged: Mapping[str, Mapping[str, Any]], ended: Collection[str] = ()) -> None:
+    def rebuild(
+        self,
+        logged: Mapping[str, Mapping[str, Any]],
+        ended: Collection[str] | Mapping[str, int] = (),
+        owns: Callable[[str], bool] = lambda region: True,
+    ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision log.
 
         `logged` maps job_id -> its final PlacementDecision as found in the log. A reservation
@@ -90,27 +104,37 @@ class Scheduler:
         missing from the table was announced but not recorded: record it. `ended` are jobs the
         job-event log says finished: whatever the table says, their GPUs are free. Idempotent:
         after a rebalance it runs again on live state, which also knows decisions not yet logged.
+        `owns(region)` says which regions this worker holds now: the rest leave memory, and
+        only owned regions' placements are restored from the log.
         """
+        self.forget_unowned(owns)
         for job_id in list(self.state.jobs):
             self.state.release(job_id)
         for record in self.nodes.values():
             self.state.upsert_node(node_spec(record))
             self.last_seen.setdefault(record["node_id"], time.monotonic())
-        self.final |= set(logged)
+        now = now_ms()
+        for job_id, decision in logged.items():
+            self.final.add(job_id, age_s=(now - int(decision.get("ts") or now)) / 1000)
         for job_id, entry in list(self.reservations.items()):
             if job_id not in self.final:
                 del self.reservations[job_id]
-            elif job_id in ended and not entry.get("released"):
+            elif _has_ended(ended, job_id, entry.get("placed_ts")) and not entry.get("released"):
                 self.reservations[job_id] = {**entry, "released": True}
+                self.released.add(entry["region"], [job_id])
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
+            else:
+                self.released.add(entry["region"], [job_id])
         for job_id, decision in logged.items():
-            if decision["outcome"] == "PLACED" and job_id not in self.reservations:
+            placed = decision["outcome"] == "PLACED" and owns(decision.get("region") or "")
+            if placed and job_id not in self.reservations:
                 entry = {
                     "region": decision["region"],
                     "assignments": decision["assignments"],
                     "gpu_model": decision.get("gpu_model"),
-                    "released": job_id in ended,
+                    "released": _has_ended(ended, job_id, decision.get("ts")),
+                    "placed_ts": decision.get("ts"),
                 }
                 self.reservations[job_id] = entry
                 if not entry["released"]:
@@ -124,6 +148,36 @@ class Scheduler:
             len(self.state.jobs),
             len(self.queue),
         )
+
+    def note_routed(self, attempts: Mapping[str, int]) -> None:
+        """Remember how far each undecided job got through the regions (from the routed log).
+
+        With several workers a replayed record must not start a second path for a job: a
+        router that takes over a `jobs.submitted` partition would route an already routed
+        job again (maybe to another region and worker), and a placer that takes over a region
+        would decide a RoutedJob its predecessor had already forwarded to another region.
+        """
+        self.routed_attempts = {j: a for j, a in attempts.items() if j not in self.final}
+
+    def forget_unowned(self, owns: Callable[[str], bool]) -> list[str]:
+        """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
+        from memory only (the owner recovers them from the changelog); the nodes dropped."""
+        for table in (self.nodes, self.reservations, self.queue):
+            gone = [k for k, v in table.items() if not owns(str(v.get("region") or ""))]
+            forget = getattr(table, "forget_local", None)  # a RegionTable: no tombstones
+            if forget is not None:
+                forget(gone)
+            else:
+                for key in gone:
+                    table.pop(key, None)
+        dropped = [n.node_id for n in self.state.nodes if not owns(n.region)]
+        for node_id in dropped:
+            self.state.remove_node(node_id)
+            self.last_seen.pop(node_id, None)
+        if dropped:
+            log.info("forgot regions no longer owned nodes=%d", len(dropped))
+        self._views = (0.0, {})
+        return dropped
 
     def _reserve_quietly(self, job_id: str, assignments: Any) -> None:
         try:
@@ -153,7 +207,7 @@ class Scheduler:
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
         job_id = job["job_id"]
-        if job_id in self.final:
+        if job_id in self.final or job_id in self.routed_attempts:  # decided, or on its way
             return []
         submitted_ts = int(job["ts"])
         problems = job_problems(job)
@@ -163,7 +217,9 @@ class Scheduler:
             )
         spec = job_spec(job)
         low = self.forecasts is not None and self.forecasts.low_priority(spec)
-        ranked = rank_regions(spec, self.region_views(), keep_headroom=low)
+        ranked = rank_regions(
+            spec, self.region_views(), porting_penalties=self.porting_penalties, keep_headroom=low
+        )
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"
@@ -181,8 +237,17 @@ class Scheduler:
             "refusals": {},
             "queue_region": None,
             "worker_us": _us_since(started_ns),
+            "verified_tenant": job.get("verified_tenant"),  # set by streams.admission
         }
         return [self._routed(routed)]
+
+    def reject_invalid(self, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
+        """REJECTED for a submission that failed validation (once per job id)."""
+        job_id = str(job["job_id"])
+        if job_id in self.final or not job_id.strip() or len(job_id) > 256:
+            return []  # no usable job id to answer under: the dead letter says it all
+        reasons = [f"invalid job spec: {p}" for p in problems]
+        return self._refuse_unrouted(job, time.perf_counter_ns(), reasons)
 
     def _refuse_unrouted(
         self, job: Mapping[str, Any], started_ns: int, reasons: list[str]
@@ -207,11 +272,13 @@ class Scheduler:
         job_id, region = job["job_id"], routed["region"]
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
+        if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
+            return []  # a replay: this job was already forwarded past this region
         spec = job_spec(job)
         gated = self._forecast_gate(routed, spec, started_ns) if self.forecasts else None
         if gated is not None:
             return gated
-        result = self.placer.place(spec, region)
+        result = self.placer.place(spec, region, explain=self._explain(routed))
         if result.placed:
             placed = self._commit(routed, result, started_ns)
             if placed is not None:
@@ -260,6 +327,17 @@ class Scheduler:
             partition_of=self.partition_of,
         )
 
+    @staticmethod
+    def _explain(routed: Mapping[str, Any]) -> bool:
+        """Whether a refusal here needs its reasons (only a decision that is sent does).
+
+        A failed retry stays queued silently; a refusal with regions left to try spills over,
+        and needs only "could it ever fit here" until a queue region is chosen.
+        """
+        if routed.get("_retry"):
+            return False
+        return not (routed.get("candidates") and routed.get("queue_region"))
+
     def _commit(
         self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
     ) -> Outgoing | None:
@@ -285,6 +363,7 @@ class Scheduler:
             "assignments": record["assignments"],
             "gpu_model": record["gpu_model"],
             "released": False,
+            "placed_ts": record["ts"],
         }
         self.queue.pop(job_id, None)
         self.final.add(job_id)
@@ -344,7 +423,7 @@ class Scheduler:
                     partition_of=self.partition_of,
                 )
             ]
-        reasons = list(result.reasons) or ["no node in any allowed region can ever host this job"]
+        reasons = self._rejection_reasons(job, result)
         return [
             self._final(
                 job,
@@ -358,6 +437,18 @@ class Scheduler:
                 worker_us=worker_us,
             )
         ]
+
+    def _rejection_reasons(self, job: Mapping[str, Any], last: PlacementResult) -> list[str]:
+        """Why a job is rejected, over every region this worker holds: the last region tried
+        may lack the job's GPU model altogether ("H200 is not an allowed GPU model") while the
+        decisive reason is elsewhere ("needs 139 GiB per GPU, H100 has 79.6 GiB")."""
+        everywhere = self.placer.place(job_spec(job), None)
+        reasons = list(everywhere.reasons) if not everywhere.placed else []
+        return (
+            reasons
+            or list(last.reasons)
+            or ["no node in any allowed region can ever host this job"]
+        )
 
     def _final(
         self,
@@ -392,17 +483,34 @@ class Scheduler:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def on_job_event(self, event: Mapping[str, Any]) -> list[Outgoing]:
-        """Release GPUs when a job ends; then try the region's queue."""
+    def on_job_event(
+        self, event: Mapping[str, Any], *, produced_ms: int | None = None
+    ) -> list[Outgoing]:
+        """Release GPUs when a job ends; then try the region's queue.
+
+        `produced_ms` is when the event was written to the log (its Kafka timestamp): an end
+        written before this placement was decided (a finish before a start, a stale or
+        replayed event) is not about this placement and frees nothing.
+        """
         if event["type"] not in ("FINISHED", "FAILED", "EVICTED"):
             return []
         job_id = event["job_id"]
         entry = self.reservations.get(job_id)
+        if (
+            entry is not None
+            and produced_ms is not None
+            and produced_ms < entry.get("placed_ts", 0)
+        ):
+            log.warning("end of job written before its placement ignored job_id=%s", job_id)
+            return []
         if entry is None or entry.get("released"):
             self.state.release(job_id)  # idempotent
             return []
         self.state.release(job_id)
         self.reservations[job_id] = {**entry, "released": True}
+        # on the region's own event, so the deletes land in its changelog partition
+        self.released.add(entry["region"], [job_id])
+        self.released.forget(entry["region"], self.reservations)
         return self.retry_queue(entry["region"])
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
@@ -439,6 +547,14 @@ class Scheduler:
                     break
         return out
 
+    def on_tick(self, now_ms: int) -> list[Outgoing]:
+        """The scheduler's timer (worker: every `worker.replan_interval_s`; replay: `tick_s`):
+        retry every region's queue. Re-planning passes hook in here."""
+        regions = sorted({r["region"] for r in self.queue.values()})
+        held = self.state.jobs
+        self.final.prune(keep=lambda job_id: job_id in held)
+        return [msg for region in regions for msg in self.retry_queue(region)]
+
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)
 
@@ -449,3 +565,11 @@ def _with_headroom(view: RegionView, headroom: int) -> RegionView:
 
 def _us_since(started_ns: int) -> int:
     return (time.perf_counter_ns() - started_ns) // 1000
+
+
+def _has_ended(ended: Collection[str] | Mapping[str, int], job_id: str, placed_ts: Any) -> bool:
+    """Whether the job-event log ends this placement: with write times (a mapping), only an
+    end written at or after the placement counts (as `on_job_event` judges it live)."""
+    if isinstance(ended, Mapping):
+        return job_id in ended and ended[job_id] >= int(placed_ts or 0)
+    return job_id in ended

@@ -330,6 +330,10 @@ class Twin:
             run.energy_kwh += gpu_s / 3600 * (spec.power_w if spec else 300.0) / 1000
             run.model_seconds[node.gpu_model] = run.model_seconds.get(node.gpu_model, 0) + gpu_s
 
+    def advance_to(self, at: float) -> None:
+        """Move the clock to `at` with nothing happening (a timer fired)."""
+        self._advance(at)
+
     def _advance(self, at: float) -> None:
         if at < self.now - 1e-9:
             raise TwinError(f"the clock cannot go back: {at} < {self.now}")

@@ -1,36 +1,58 @@
 """The replay loop, shared by both engines: virtual events in order, decisions into the twin.
 
-Events are job submissions (trace order) and job finishes (from the twin). At equal times a
-finish goes first, so capacity freed at t is visible to a job submitted at t. A `Decider`
-turns each event into the PlacementDecision records it caused: in process by calling the
-worker's `Scheduler` directly, or through the real broker and worker.
+Events are job submissions (trace order), job finishes (from the twin), the executor's reports
+of the decisions it carried out (a migration -> MIGRATED, a preemption -> EVICTED), and, when
+`tick_s` is set, the scheduler's timer (re-planning passes, queue sweeps) every `tick_s`
+virtual seconds. At equal times a finish goes first, then the executor's reports, then a
+submission, then the timer, so capacity freed at t is visible to a job submitted at t.
+
+A `Decider` turns each event into the decisions it caused, as `Decided(topic, record)`: in
+process by calling the worker's `Scheduler` directly, or through the real broker and worker.
+The engine plays the executor: each decision topic has a handler (`HANDLERS`) that carries the
+decision out on the twin and returns the `JobEvent`s a real executor would report back.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agents.replay.trace import Trace, job_record, node_record
 from agents.replay.twin import Twin, TwinConfig, slices_from
+from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, DECISIONS_PREEMPTION
 from scorer import ThroughputModel
 
-__all__ = ["BASE_MS", "Decider", "ReplayResult", "run_replay"]
+__all__ = ["BASE_MS", "HANDLERS", "Decided", "Decider", "ReplayResult", "run_replay"]
 
 BASE_MS = 1_700_000_000_000  # virtual epoch: trace second 0, in ms (Avro timestamps)
 Progress = Callable[[int, int], None]  # (events done, events total)
 
 
+@dataclass(frozen=True)
+class Decided:
+    """One decision a Decider emitted: its topic and its (decoded) record."""
+
+    topic: str
+    record: Mapping[str, Any]
+
+
 class Decider(Protocol):
-    """Turns replay events into PlacementDecision records, in the order they were made."""
+    """Turns replay events into the decisions they caused, in the order they were made."""
 
     def setup(self, nodes: Sequence[Mapping[str, Any]]) -> None: ...
 
-    def submit(self, record: Mapping[str, Any]) -> list[dict[str, Any]]: ...
+    def submit(self, record: Mapping[str, Any]) -> list[Decided]: ...
 
-    def finished(self, job_id: str, region: str, ts_ms: int) -> list[dict[str, Any]]: ...
+    def job_event(self, record: Mapping[str, Any]) -> list[Decided]:
+        """A `JobEvent` from the executor (FINISHED, MIGRATED, EVICTED, ...)."""
+        ...
+
+    def tick(self, ts_ms: int) -> list[Decided]:
+        """The scheduler's timer fired at virtual time `ts_ms`."""
+        ...
 
     def close(self) -> None: ...
 
@@ -38,7 +60,10 @@ class Decider(Protocol):
 @dataclass
 class ReplayResult:
     twin: Twin
-    decisions: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)  # PlacementDecision records
+    migrations: list[dict[str, Any]] = field(default_factory=list)
+    preemptions: list[dict[str, Any]] = field(default_factory=list)
+    other: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by topic
     placements: dict[str, tuple[str, ...]] = field(default_factory=dict)  # job -> nodes
     first_refusal_alloc_rate: float | None = None
     first_refusal_s: float | None = None
@@ -49,6 +74,23 @@ def _ms(t: float) -> int:
     return BASE_MS + round(t * 1000)
 
 
+def job_event(
+    twin: Twin, job_id: str, kind: str, region: str, nodes: Sequence[str], **extra: Any
+) -> dict[str, Any]:
+    """A JobEvent record as the executor reports it, at the twin's current time."""
+    return {
+        "event_id": f"{job_id}:{kind}:{twin.now:.3f}",
+        "ts": _ms(twin.now),
+        "job_id": job_id,
+        "region": region,
+        "type": kind,
+        "node_ids": list(nodes),
+        "progress": extra.pop("progress", 0.0),
+        "detail": extra.pop("detail", "replay"),
+        **extra,
+    }
+
+
 def run_replay(
     trace: Trace,
     decider: Decider,
@@ -56,42 +98,109 @@ def run_replay(
     arrivals_only: bool = False,
     twin_config: TwinConfig | None = None,
     progress: Progress | None = None,
+    tick_s: float | None = None,
 ) -> ReplayResult:
+    """Replay `trace` through `decider` on a twin. `tick_s`: run the scheduler's timer every
+    so many virtual seconds while jobs run (None: never; arrivals-only replays never tick)."""
     throughput = trace.throughput or ThroughputModel()
     twin = Twin(trace.nodes, throughput, twin_config)
     result = ReplayResult(twin, arrivals_only=arrivals_only)
     decider.setup([node_record(n, BASE_MS) for n in trace.nodes])
+    reports: deque[dict[str, Any]] = deque()  # executor -> scheduler, at the current time
     jobs, i, done = trace.jobs, 0, 0
     total = len(jobs) * (1 if arrivals_only else 2)
-    while i < len(jobs) or (not arrivals_only and not math.isinf(twin.next_finish())):
+    ticking = tick_s is not None and tick_s > 0 and not arrivals_only
+    next_tick = float(tick_s) if ticking else math.inf  # type: ignore[arg-type]
+    while True:
         next_submit = jobs[i].submit_s if i < len(jobs) else math.inf
-        if not arrivals_only and twin.next_finish() <= next_submit:
+        next_finish = math.inf if arrivals_only else twin.next_finish()
+        if reports:
+            out = decider.job_event(reports.popleft())
+        elif next_finish <= next_submit and next_finish <= next_tick and math.isfinite(next_finish):
             run = twin.pop_finish()
             region = twin.nodes[result.placements[run.job.job_id][0]].region
-            out = decider.finished(run.job.job_id, region, _ms(twin.now))
-        else:
+            nodes = result.placements[run.job.job_id]
+            out = decider.job_event(
+                job_event(twin, run.job.job_id, "FINISHED", region, nodes, progress=1.0)
+            )
+            done += 1
+        elif next_submit <= next_tick and math.isfinite(next_submit):
             job = jobs[i]
             i += 1
             twin.submit(job, job.submit_s)
             out = decider.submit(job_record(job, _ms(job.submit_s)))
-        _apply(result, out)
-        done += 1
+            done += 1
+        elif math.isfinite(next_tick) and (i < len(jobs) or math.isfinite(next_finish)):
+            twin.advance_to(next_tick)
+            out = decider.tick(_ms(next_tick))
+            next_tick += float(tick_s)  # type: ignore[arg-type]
+        else:
+            break
+        reports.extend(_apply(result, out))
         if progress is not None:
-            progress(done, total)
+            progress(min(done, total), total)
     return result
 
 
-def _apply(result: ReplayResult, decisions: list[dict[str, Any]]) -> None:
+def _apply(result: ReplayResult, decided: list[Decided]) -> list[dict[str, Any]]:
+    """Carry out decisions on the twin; the JobEvents the executor reports back."""
+    reports: list[dict[str, Any]] = []
+    for d in decided:
+        handler = HANDLERS.get(d.topic)
+        record = dict(d.record)
+        if handler is None:
+            result.other.setdefault(d.topic, []).append(record)
+            continue
+        reports.extend(handler(result, record))
+    return reports
+
+
+def _on_placement(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any]]:
     twin = result.twin
-    for d in decisions:
-        result.decisions.append(d)
-        outcome, job_id = d["outcome"], d["job_id"]
-        if outcome == "PLACED":
-            slices = slices_from(d["assignments"])
-            result.placements[job_id] = tuple(s.node_id for s in slices)
-            twin.start(job_id, slices, twin.now)
-        elif outcome == "REJECTED":
-            twin.reject(job_id, twin.now)
-        if outcome != "PLACED" and result.first_refusal_alloc_rate is None:
-            result.first_refusal_alloc_rate = twin.alloc_rate
-            result.first_refusal_s = twin.now
+    result.decisions.append(d)
+    outcome, job_id = d["outcome"], d["job_id"]
+    if outcome == "PLACED":
+        slices = slices_from(d["assignments"])
+        result.placements[job_id] = tuple(s.node_id for s in slices)
+        twin.start(job_id, slices, twin.now)
+    elif outcome == "REJECTED":
+        twin.reject(job_id, twin.now)
+    if outcome != "PLACED" and result.first_refusal_alloc_rate is None:
+        result.first_refusal_alloc_rate = twin.alloc_rate
+        result.first_refusal_s = twin.now
+    return []
+
+
+def _on_migration(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any]]:
+    """Checkpoint, move and resume (the twin charges the restore); report MIGRATED."""
+    twin = result.twin
+    result.migrations.append(d)
+    run = twin.runs.get(d["job_id"])
+    if run is None or not run.running:  # finished (or evicted) before the move: nothing to do
+        return []
+    slices = slices_from(d["to_assignments"])
+    twin.migrate(d["job_id"], slices, twin.now)
+    result.placements[d["job_id"]] = tuple(s.node_id for s in slices)
+    nodes = [s.node_id for s in slices]
+    return [job_event(twin, d["job_id"], "MIGRATED", d["to_region"], nodes)]
+
+
+def _on_preemption(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any]]:
+    """Evict the victim (work since its last checkpoint is lost); report EVICTED."""
+    twin = result.twin
+    result.preemptions.append(d)
+    run = twin.runs.get(d["job_id"])
+    if run is None or not run.running:
+        return []
+    nodes = [s.node_id for s in run.slices]
+    kept = twin.evict(d["job_id"], twin.now)
+    fraction = kept / run.job.duration_s if run.job.duration_s else 0.0
+    return [job_event(twin, d["job_id"], "EVICTED", d["region"], nodes, progress=fraction)]
+
+
+Handler = Callable[[ReplayResult, dict[str, Any]], list[dict[str, Any]]]
+HANDLERS: dict[str, Handler] = {
+    DECISIONS_PLACEMENT: _on_placement,
+    DECISIONS_MIGRATION: _on_migration,
+    DECISIONS_PREEMPTION: _on_preemption,
+}

@@ -10,12 +10,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
+from gpuflow.replay.engine import Decided
+from infra.topics import JOBS_ROUTED, TOPICS
 from scorer import ClusterState, ThroughputModel, make_placer
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
 __all__ = ["InProcessDecider"]
+
+DECISION_TOPICS = frozenset(t.name for t in TOPICS if t.name.startswith("gpuflow.decisions."))
 
 
 class InProcessDecider:
@@ -33,19 +36,21 @@ class InProcessDecider:
             self.scheduler.nodes[record["node_id"]] = dict(record)
         self.scheduler.rebuild({})
 
-    def submit(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def submit(self, record: Mapping[str, Any]) -> list[Decided]:
         return self._follow(self.scheduler.route(dict(record), started_ns=time.perf_counter_ns()))
 
-    def finished(self, job_id: str, region: str, ts_ms: int) -> list[dict[str, Any]]:
-        event = {"job_id": job_id, "type": "FINISHED", "region": region, "ts": ts_ms}
-        return self._follow(self.scheduler.on_job_event(event))
+    def job_event(self, record: Mapping[str, Any]) -> list[Decided]:
+        return self._follow(self.scheduler.on_job_event(dict(record)))
+
+    def tick(self, ts_ms: int) -> list[Decided]:
+        return self._follow(self.scheduler.on_tick(ts_ms))
 
     def close(self) -> None:
         return None
 
-    def _follow(self, out: list[Outgoing]) -> list[dict[str, Any]]:
+    def _follow(self, out: list[Outgoing]) -> list[Decided]:
         """Deliver routed hops until only decisions remain; decisions in emission order."""
-        decisions: list[dict[str, Any]] = []
+        decisions: list[Decided] = []
         pending = list(out)
         while pending:
             msg = pending.pop(0)
@@ -53,6 +58,6 @@ class InProcessDecider:
                 pending.extend(
                     self.scheduler.place(dict(msg.record), started_ns=time.perf_counter_ns())
                 )
-            elif msg.topic == DECISIONS_PLACEMENT:
-                decisions.append(dict(msg.record))
+            elif msg.topic in DECISION_TOPICS:
+                decisions.append(Decided(msg.topic, dict(msg.record)))
         return decisions

@@ -41,11 +41,17 @@ def replay_policy(
     arrivals_only: bool = False,
     twin_config: TwinConfig | None = None,
     progress: Progress | None = None,
+    tick_s: float | None = None,
 ) -> ReplayResult:
     decider = _decider(trace, policy, engine)
     try:
         return run_replay(
-            trace, decider, arrivals_only=arrivals_only, twin_config=twin_config, progress=progress
+            trace,
+            decider,
+            arrivals_only=arrivals_only,
+            twin_config=twin_config,
+            progress=progress,
+            tick_s=tick_s,
         )
     finally:
         decider.close()

@@ -5,7 +5,8 @@ nodes in trace order, as the in-process engine does), then each event in order â
 JobSubmitted, or a JobEvent FINISHED on its region's partition â€” and the replay waits until
 the worker has answered it before the next: a submission is answered by its first decision;
 a finish by the worker's /state/ showing the release (held + queued jobs down by one), then by
-as many PLACED decisions as its queue shrank.
+as many PLACED decisions as its queue shrank. Other job events and timer ticks are not carried
+by this engine yet (it raises), so a policy that re-plans runs in process only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import httpx
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from agents.replay.trace import Trace
+from gpuflow.replay.engine import Decided
 from gpuflow.stack import Stack, WorkerProcess, wait_until
 from infra.config import load_config
 from infra.errors import InfraError
@@ -95,24 +97,18 @@ class StreamDecider:
         if not wait_until(lambda: self._known_gpus() >= total, 60, 0.1):
             raise InfraError(f"replay worker did not learn the nodes:\n{self.worker.log_tail()}")
 
-    def submit(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def submit(self, record: Mapping[str, Any]) -> list[Decided]:
         self._produce(JOBS_SUBMITTED, "JobSubmitted", record["job_id"], record, None)
         self.producer.flush(10)
         return self._read_until(lambda got: any(d["job_id"] == record["job_id"] for d in got))
 
-    def finished(self, job_id: str, region: str, ts_ms: int) -> list[dict[str, Any]]:
+    def job_event(self, record: Mapping[str, Any]) -> list[Decided]:
+        if record["type"] != "FINISHED":
+            raise InfraError(f"stream engine: FINISHED events only, not {record['type']}")
+        job_id, region = record["job_id"], record["region"]
         before = self._state()
         held, queued = before["held_jobs"], before["queued_jobs"]
-        event = {
-            "event_id": str(uuid.uuid4()),
-            "ts": ts_ms,
-            "job_id": job_id,
-            "region": region,
-            "type": "FINISHED",
-            "node_ids": [],
-            "progress": 1.0,
-            "detail": "replay",
-        }
+        event = {**record, "event_id": str(uuid.uuid4()), "node_ids": []}
         self._produce(JOBS_EVENTS, "JobEvent", job_id, event, self.partition_of(region))
         self.producer.flush(10)
         after: dict[str, Any] = {}
@@ -125,6 +121,9 @@ class StreamDecider:
             raise InfraError(f"worker did not release {job_id}:\n{self.worker.log_tail()}")
         placed = queued - after["queued_jobs"]
         return self._read_until(lambda got: sum(d["outcome"] == "PLACED" for d in got) >= placed)
+
+    def tick(self, ts_ms: int) -> list[Decided]:
+        raise InfraError("the stream engine does not carry timer ticks (replay with tick_s=None)")
 
     def close(self) -> None:
         self.http.close()
@@ -154,7 +153,7 @@ class StreamDecider:
         regions = self._state().get("regions") or {}
         return sum(sum(r.get("total_gpus", {}).values()) for r in regions.values())
 
-    def _read_until(self, done: Any) -> list[dict[str, Any]]:
+    def _read_until(self, done: Any) -> list[Decided]:
         deadline = time.monotonic() + ANSWER_TIMEOUT_S
         got: list[dict[str, Any]] = []
         while not done(got):
@@ -163,4 +162,4 @@ class StreamDecider:
             for msg in self.consumer.consume(100, timeout=0.05):
                 if not msg.error():
                     got.append(self.codec.decode(msg.value())[1])
-        return got
+        return [Decided(DECISIONS_PLACEMENT, d) for d in got]

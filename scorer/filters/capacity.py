@@ -27,7 +27,9 @@ class CapacityFilter:
             free = int(s.max_share[slot])
             if free >= ctx.job.gpu_milli:
                 return Status.success()
-            return Status.unschedulable(Insufficient("gpu_milli", ctx.job.gpu_milli, free))
+            return Status.unschedulable(
+                Insufficient("GPU share", ctx.job.gpu_milli, free, "gpu_milli")
+            )
         if s.free_whole[slot] >= ctx.chunk:
             return Status.success()
-        return Status.unschedulable(Insufficient("gpus", ctx.chunk, int(s.free_whole[slot])))
+        return Status.unschedulable(Insufficient("free GPUs", ctx.chunk, int(s.free_whole[slot])))

@@ -78,7 +78,7 @@ def test_forecasts_and_choices_ignore_everything_from_the_origin_on(
 def test_selected_is_scored_only_where_it_had_a_record(seasonal: Callable[..., Series]) -> None:
     series = seasonal(days=9)
     models = {"seasonal_naive": build("seasonal_naive"), "holt_winters": build("holt_winters")}
-    result = backtest(series, models, _config())  # type: ignore[arg-type]
+    result = backtest(series, models, _config())
     for h in (1, 6):
         picked = result.picks[h] >= 0
         in_range = result.origins + h - 1 < len(series)
