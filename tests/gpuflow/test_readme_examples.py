@@ -126,7 +126,7 @@ def test_forecast_block_runs_as_shown(workdir: Path) -> None:
     }  # fmt: skip
     proc = run(plot, workdir)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert re.search(r"^demand\.csv: 720 points every 3600 s", proc.stdout, re.M)
+    assert re.search(r"^demand\.csv: 720 points every 3600 s", proc.stderr, re.M)  # the summary
     assert len(re.findall(r"^│ 2025-04-1\dT\d\d:00:00Z │", proc.stdout, re.M)) == 24
     assert (workdir / "demand.png").stat().st_size > 0
 
