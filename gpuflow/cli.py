@@ -15,6 +15,7 @@ from rich.console import Console
 
 from gpuflow.commands.agent import agent
 from gpuflow.commands.deploy import create_topics
+from gpuflow.commands.forecast import forecast
 from gpuflow.commands.jobs import submit, topics, watch
 from gpuflow.commands.queue import policy, queue
 from gpuflow.commands.replay import replay
@@ -44,6 +45,7 @@ app.command("sql")(sql)
 app.command("replay")(replay)
 app.command("queue")(queue)
 app.command("policy")(policy)
+app.command("forecast")(forecast)
 app.command("top")(top)
 app.command("schemas")(schemas_command)
 app.command("create-topics")(create_topics)

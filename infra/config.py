@@ -23,6 +23,7 @@ __all__ = [
     "AuthConfig",
     "BrokerConfig",
     "Config",
+    "ForecastConfig",
     "KafkaConfig",
     "NetworkConfig",
     "StoreConfig",
@@ -196,6 +197,47 @@ class NetworkConfig:
 
 
 @dataclass(frozen=True)
+class ForecastConfig:
+    """Demand forecasting (streams/forecasting.py) and how scheduling uses it."""
+
+    enabled: bool = True  # the history child runs the forecast processor
+    interval_s: float = 300.0  # forecast again this often (refits follow each plan's cadence)
+    plans: str = "short,medium,long"  # horizon plans to run (forecast.DEFAULT_PLANS)
+    series: str = (
+        "gpus_in_use,training_gpus_requested,inference_gpus_requested,"
+        "inference_requests_per_s,carbon_g_per_kwh,price_per_kwh"
+    )
+    by_model: bool = False  # also one series per GPU model, not only '*' per region
+    max_series: int = 64  # series forecast per run at most (the rest wait for the next run)
+    level: float = 0.8  # prediction interval coverage
+    country: str = "CN"  # holiday calendar (Prophet, the LSTM's off days)
+    lstm_epochs: int = 60
+    # scheduling: headroom the router keeps free of low-priority work, per region
+    training_headroom: float = 1.2  # x forecast training GPUs requested over the window
+    inference_headroom: float = 1.5  # x forecast peak inference GPUs requested per step
+    headroom_window_s: float = 3600.0
+    low_priority_max: int = 0  # priority at or below this ...
+    low_priority_kinds: str = "BATCH,NOTEBOOK"  # ... and one of these kinds is low priority
+    # green and cheap deferral of jobs with deferrable_until_ts
+    deferral_carbon_weight: float = 0.5  # 1: carbon only, 0: price only
+    deferral_min_gain: float = 0.05  # hold only for at least this relative improvement
+    max_age_s: float = 7200.0  # forecasts older than this are not used
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.level < 1.0:
+            raise ConfigError(f"forecast.level: must be in (0, 1), got {self.level}")
+        if not 0.0 <= self.deferral_carbon_weight <= 1.0:
+            raise ConfigError(
+                f"forecast.deferral_carbon_weight: must be in [0, 1], got "
+                f"{self.deferral_carbon_weight}"
+            )
+
+    def names(self, field_name: str) -> tuple[str, ...]:
+        """A comma-separated setting as a tuple."""
+        return tuple(x.strip() for x in str(getattr(self, field_name)).split(",") if x.strip())
+
+
+@dataclass(frozen=True)
 class Config:
     data_dir: Path = Path("gpuflow-data")
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
@@ -204,6 +246,7 @@ class Config:
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    forecast: ForecastConfig = field(default_factory=ForecastConfig)
 
     @property
     def store_dsn(self) -> str:
@@ -358,7 +401,7 @@ def config_key(env_name: str) -> str | None:
 def config_env(config: Config) -> dict[str, str]:
     """GPUFLOW_* variables that reproduce `config` in a child process (e.g. the worker)."""
     env = {"GPUFLOW_DATA_DIR": str(config.data_dir.resolve())}
-    for section in ("kafka", "broker", "store", "worker", "network", "auth"):
+    for section in ("kafka", "broker", "store", "worker", "network", "auth", "forecast"):
         values = getattr(config, section)
         for f in dataclasses.fields(values):
             value = getattr(values, f.name)

@@ -15,6 +15,7 @@ new fields all have defaults.
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -265,11 +266,24 @@ class SchemaSet:
         return out
 
 
+_OLDER = re.compile(r"^([A-Za-z]+)\.v(\d+)\.avsc$")
+
+
 @cache
 def default_schemas() -> SchemaSet:
-    """The schemas shipped in `schemas/avro/`."""
+    """The schemas shipped in `schemas/avro/`, and the older versions in `avro/history/`.
+
+    Older versions (`Name.vN.avsc`) are readable, never written: events a previous release
+    produced still decode, into the latest schema with its defaults filled.
+    """
     out = SchemaSet()
     root = resources.files("schemas").joinpath("avro")
+    older = root.joinpath("history")
+    if older.is_dir():
+        for entry in sorted(older.iterdir(), key=lambda e: e.name):
+            match = _OLDER.match(entry.name)
+            if match and match[1] in EVENT_NAMES:
+                out.add(json.loads(entry.read_text()), version=int(match[2]), writable=False)
     for name in EVENT_NAMES:
         out.add(json.loads(root.joinpath(f"{name}.avsc").read_text()))
     previous = root.joinpath("previous")

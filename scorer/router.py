@@ -9,7 +9,9 @@ porting (a portable job: 100 - the model's stack penalty).
 
 A job built for a stack only considers models of that stack's vendor (CUDA: NVIDIA, ROCm: AMD,
 CANN: Huawei) and, for an old CUDA build, architectures its toolkit can target; node versions
-are the placer's to check (a region refusing spills over).
+are the placer's to check (a region refusing spills over). A low-priority job fits now only
+beyond the GPUs the region keeps free for forecast demand (`RegionView.headroom_gpus`,
+`scorer.headroom`).
 """
 
 from __future__ import annotations
@@ -69,8 +71,10 @@ def _option(
     catalog: Catalog,
     throughput: ThroughputModel,
     penalties: Mapping[str, float],
+    keep_free: int = 0,
 ) -> RegionOption | None:
     need, best = memory_need_mib(job), None
+    beyond_headroom = sum(view.free_gpus.values()) - keep_free >= job.gpu_count
     allowed = {catalog.canonical(m) for m in job.allowed_gpu_models}
     portable = parse_stack(job.software_stack) is None
     for model, total in view.total_gpus.items():
@@ -86,7 +90,7 @@ def _option(
         # a gang that may spread needs one TP group per node; one that may not, all of it
         tp = max(1, job.tensor_parallel)
         chunk = job.gpu_count if job.gpu_count <= tp else tp
-        fits_now = free >= job.gpu_count and block >= chunk
+        fits_now = free >= job.gpu_count and block >= chunk and beyond_headroom
         price = view.price_per_gpu_hour.get(model, spec.price_per_gpu_hour)
         carbon = (view.carbon_g_per_kwh or 400.0) * spec.power_w
         family = VENDOR_STACK.get(spec.vendor, spec.vendor)
@@ -137,16 +141,19 @@ def rank_regions(
     rtt_ms: Mapping[tuple[str, str], float] | None = None,
     throughput: ThroughputModel | None = None,
     porting_penalties: Mapping[str, float] = DEFAULT_PENALTIES,
+    keep_headroom: bool = False,
 ) -> list[tuple[str, float]]:
     """Regions the job may use (allowed_regions), best first, with 0..100 scores.
 
-    `porting_penalties` override the default penalty of the families they name.
+    `porting_penalties` override the default penalty of the families they name. With
+    `keep_headroom` (a low-priority job) a region's `headroom_gpus` do not count as free.
     """
     throughput = throughput or ThroughputModel()
     porting_penalties = {**DEFAULT_PENALTIES, **porting_penalties}
     allowed = [r for r in views if not job.allowed_regions or r in job.allowed_regions]
+    keep = {r: views[r].headroom_gpus if keep_headroom else 0 for r in allowed}
     options = {
-        r: _option(job, views[r], throughput.catalog, throughput, porting_penalties)
+        r: _option(job, views[r], throughput.catalog, throughput, porting_penalties, keep[r])
         for r in allowed
     }
     live = [o for o in options.values() if o is not None]

@@ -210,6 +210,7 @@ class RegionView:
     queue_depth: int = 0
     carbon_g_per_kwh: float | None = None
     price_per_kwh: float | None = None
+    headroom_gpus: int = 0  # kept free of low-priority work for forecast demand (headroom.py)
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> RegionView:

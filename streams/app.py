@@ -39,6 +39,7 @@ from streams.bandwidth import BandwidthProcessor
 from streams.bandwidth_agents import register_bandwidth
 from streams.broker_watch import BrokerWatch
 from streams.consumer_state import consumer_state, forget_offsets
+from streams.deferral import ForecastBook, ForecastUse
 from streams.history_process import HistoryProcess
 from streams.metrics_page import register_metrics_page
 from streams.ownership import Ownership, region_table
@@ -147,6 +148,9 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     codec = make_codec(config.kafka.schema_registry_url or None)
     remote = RemoteRegions(config, codec, max_age_s=config.worker.remote_view_max_age_s)
     scheduler.remote_views = remote.views
+    if config.forecast.enabled:  # headroom and green deferral from the forecast topic
+        book = ForecastBook(config, codec)
+        scheduler.forecasts = ForecastUse.from_config(config, book)
     rt = Runtime(config, codec, scheduler)
     rt.topics = topics
     rt.policy = policy
@@ -177,6 +181,8 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     _watch_broker(app, rt)
     _register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
+    if scheduler.forecasts is not None:
+        _run_with_worker(app, scheduler.forecasts.book.start, scheduler.forecasts.book.stop)
     history_metrics = history_sql = None
     if config.store.enabled:  # the worker owns the ClickHouse store, through a child process
         history = HistoryProcess(config)

@@ -5,6 +5,8 @@ process it slowed telemetry ingestion (10,000 nodes: lag p99 0.9 s -> 2.4 s) and
 The worker still owns the chDB directory: it starts this child with itself, stops it with
 itself (SIGTERM: flush, commit, close), and the child exits if the worker dies. Queries reach
 the child through the worker's `/sql/` page, which forwards them to the child's loopback port.
+The forecast processor (`streams.forecasting`) runs here too, beside the store it reads; its
+model fits run in a pool process of their own.
 
     python -m streams.history_process   (started by the worker; GPUFLOW_HISTORY_PORT set)
 """
@@ -27,6 +29,7 @@ from infra.broker import free_port
 from infra.config import Config, config_env, load_config
 from infra.process import ChildProcess
 from infra.store import StoreError
+from streams.forecasting import ForecastProcessor
 from streams.history import HistorySink
 from streams.history_metrics import METRICS_PATH, SinkMetrics
 from streams.prometheus import CONTENT_TYPE_LATEST
@@ -156,12 +159,17 @@ def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     sink = HistorySink(config).start()
+    forecasts = None
+    if config.forecast.enabled:  # reads the store the sink opens, fits in a pool of its own
+        forecasts = ForecastProcessor(config, lambda: sink.store).start()
     server = ThreadingHTTPServer((LOOPBACK, int(os.environ[PORT_ENV])), _handler(sink))
     threading.Thread(target=server.serve_forever, name="sql-http", daemon=True).start()
     while not stop.wait(1.0):
         if os.getppid() != parent or sink.error is not None:  # orphaned, or the sink died
             break
     server.shutdown()
+    if forecasts is not None:
+        forecasts.stop()
     sink.stop()
     raise SystemExit(1 if sink.error is not None else 0)
 

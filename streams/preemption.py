@@ -251,6 +251,7 @@ class Preemptions:
         waiting = [
             r for r in self.s.queue.values()
             if r["region"] == region and not r.get("preempting")
+            and r.get("hold_until", 0) <= self.s.clock()  # deferred: it waits by choice
             and (reclaim or entry_priority(r) > lowest)
         ]  # fmt: skip
         out: list[Outgoing] = []

@@ -51,7 +51,12 @@ _HEAD_TRIES = 2  # jobs per pass that may try for the reservation (the first may
 
 
 def retry_region(s: Scheduler, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
-    waiting = [r for r in s.queue.values() if r["region"] == region and not r.get("preempting")]
+    now = s.clock()
+    waiting = [
+        r for r in s.queue.values()
+        if r["region"] == region and not r.get("preempting")
+        and r.get("hold_until", 0) <= now  # deferred to a greener window: not yet
+    ]  # fmt: skip
     if not waiting:
         s.tenancy.reservations.pop(region, None)
         return []

@@ -17,33 +17,33 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from infra.config import Config
-from infra.kafka import consumer, end_offsets
+from infra.kafka import end_offsets
 from infra.topics import REGION_STATE
-from schemas import Codec, CodecError
+from schemas import Codec
 from scorer import RegionView
+from streams.follower import TopicFollower
 
 __all__ = ["RemoteRegions"]
 
 log = logging.getLogger(__name__)
 
 
-class RemoteRegions:
+class RemoteRegions(TopicFollower):
     """Latest RegionSummary per region, read in a background thread."""
 
+    topic = REGION_STATE
+    name = "regions"
     backlog = 500  # records per partition read at start: several windows of every region
 
     def __init__(self, config: Config, codec: Codec, *, max_age_s: float = 60.0) -> None:
-        self.config = config
-        self.codec = codec
+        super().__init__(config, codec)
         self.max_age_s = max_age_s
         self._latest: dict[str, tuple[float, RegionView]] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._caught_up = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ends: dict[int, int] = {}
 
     def views(self) -> Mapping[str, RegionView]:
         cutoff = time.time() - self.max_age_s
@@ -57,54 +57,14 @@ class RemoteRegions:
             if known is None or known[0] <= at:
                 self._latest[record["region"]] = (at, RegionView.from_record(record))
 
-    def wait_caught_up(self, timeout_s: float) -> bool:
-        """Block until the summaries already in the topic have been read (bounded)."""
-        done = self._caught_up.wait(timeout_s)
-        if not done:
-            log.warning("region summaries not caught up after %.0fs", timeout_s)
-        return done
+    def start_offsets(self, c: Any, partitions: list[int]) -> list[TopicPartition]:
+        """A few hundred records before the true end of each partition (see `end_offsets`)."""
+        self._ends = end_offsets(self.config.kafka, self.topic)
+        return [
+            TopicPartition(self.topic, p, max(0, self._ends.get(p, 0) - self.backlog))
+            for p in partitions
+        ]
 
-    def start(self) -> RemoteRegions:
-        self._thread = threading.Thread(target=self._run, name="remote-regions", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        c = consumer(
-            self.config.kafka,
-            group_id=f"{self.config.worker.app_id}-regions",
-            **{"enable.partition.eof": True},
-        )
-        try:
-            ends = end_offsets(self.config.kafka, REGION_STATE)
-            c.assign(
-                [TopicPartition(REGION_STATE, p, max(0, e - self.backlog)) for p, e in ends.items()]
-            )
-            pending = {p for p, e in ends.items() if e > 0}
-            if not pending:
-                self._caught_up.set()
-            while not self._stop.is_set():
-                for msg in c.consume(500, timeout=0.2):
-                    error = msg.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            pending.discard(int(msg.partition() or 0))
-                            if not pending:
-                                self._caught_up.set()
-                        continue
-                    try:
-                        _, record = self.codec.decode(msg.value(), topic=REGION_STATE)
-                    except CodecError as exc:  # the owner's own dead-letter path reports it
-                        log.debug("skipped undecodable region summary: %s", exc)
-                        continue
-                    self.apply(record)
-        except KafkaException as exc:
-            log.error("remote region view stopped: %s", exc)
-        finally:
-            self._caught_up.set()  # never hold the worker back on a broken reader
-            c.close()
+    def catch_up(self, assigned: list[TopicPartition]) -> set[int]:
+        """Every partition that holds summaries: the worker routes once it knows them all."""
+        return {p for p, end in self._ends.items() if end > 0}

@@ -24,11 +24,20 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from infra.jobspec import job_problems
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
-from scorer import ClusterState, JobSpec, PlacementResult, Placer, ReservationError, rank_regions
+from scorer import (
+    ClusterState,
+    JobSpec,
+    PlacementResult,
+    Placer,
+    RegionView,
+    ReservationError,
+    rank_regions,
+)
 from scorer.network import job_flows
 from scorer.tenancy import TenancyPolicy
 from streams.bandwidth import flow_records, flows_from_records
@@ -42,6 +51,9 @@ from streams.queueing import respect_reservation, retry_region
 from streams.recovery import rebuild_tables
 from streams.tenancy import CAPACITY, QUOTA, Tenancy
 from streams.waiting import CAPACITY_TEXT, annotate, enqueue, final_id, queued_decision
+
+if TYPE_CHECKING:
+    from streams.deferral import ForecastUse
 
 __all__ = ["Scheduler"]
 
@@ -100,6 +112,8 @@ class Scheduler:
         self.clock: Callable[[], int] = clock or now_ms  # event time in replays
         self.tenancy = Tenancy(state, tenancy, within_tenant_order)
         self.preemption = Preemptions(self)
+        # forecast headroom and green deferral (streams.deferral.ForecastUse); None: off
+        self.forecasts: ForecastUse | None = None
 
     # -- recovery -----------------------------------------------------------------------------
 
@@ -188,6 +202,8 @@ class Scheduler:
             views = self.state.region_views()
             if self.remote_views is not None:  # regions other workers own; ours are exact
                 views = {**self.remote_views(), **views}
+            if self.forecasts is not None:
+                views = {r: _with_headroom(v, self.forecasts.headroom(r)) for r, v in views.items()}
             self._views = (now, views)
         return views
 
@@ -206,7 +222,10 @@ class Scheduler:
         problem = self.tenancy.problem(spec)
         if problem:
             return self._refuse_unrouted(job, started_ns, [f"invalid job spec: {problem}"])
-        ranked = rank_regions(spec, self.region_views(), porting_penalties=self.porting_penalties)
+        low = self.forecasts is not None and self.forecasts.low_priority(spec)
+        ranked = rank_regions(
+            spec, self.region_views(), porting_penalties=self.porting_penalties, keep_headroom=low
+        )
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"
@@ -314,6 +333,10 @@ class Scheduler:
             return []
         if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
             return []  # a replay: this job was already forwarded past this region
+        if self.forecasts:
+            gated = self._forecast_gate(routed, job_spec(job), started_ns)
+            if gated is not None:
+                return gated
         result, code, reason = self.propose(routed, region, explain=self._explain(routed))
         if result.placed:
             result, code, reason = respect_reservation(self, routed, region, result)
@@ -331,6 +354,48 @@ class Scheduler:
             return [placed] if placed is not None else []
         self.tenancy.wait(routed["job"]["job_id"], code, reason)
         return []
+
+    def _forecast_gate(
+        self, routed: Mapping[str, Any], spec: JobSpec, started_ns: int
+    ) -> list[Outgoing] | None:
+        """Hold a deferrable job for its green window; keep low-priority work out of headroom."""
+        assert self.forecasts is not None
+        region = routed["region"]
+        held = None if routed.get("_retry") else self.forecasts.hold(spec, region)
+        if held is not None:
+            return [self._hold(routed, held.start_ms, held.reason, started_ns)]
+        free = sum(self.state.free_gpus(region).values())
+        refusal = self.forecasts.headroom_refusal(spec, region, free)
+        if refusal is None:
+            return None
+        refused = PlacementResult(False, refusals={"headroom": 1}, reasons=(refusal,))
+        return self._refused(routed, refused, started_ns, CAPACITY, refusal)
+
+    def _hold(
+        self, routed: Mapping[str, Any], until_ms: int, reason: str, started_ns: int
+    ) -> Outgoing:
+        """Queue a deferrable job in its region until `until_ms` (retry_queue releases it)."""
+        job, region = routed["job"], routed["region"]
+        self.queue[job["job_id"]] = {**routed, "queued_ts": self.clock(), "hold_until": until_ms}
+        record = decision_record(
+            job,
+            "QUEUED",
+            event_id=new_event_id(job["job_id"], "held"),
+            ts=self.clock(),
+            submitted_ts=int(routed["submitted_ts"]),
+            attempt=int(routed["attempt"]),
+            worker_us=int(routed.get("worker_us", 0)) + _us_since(started_ns),
+            region=region,
+            reasons=[reason],
+        )
+        log.info("job held job_id=%s region=%s until_ms=%d", job["job_id"], region, until_ms)
+        return outgoing(
+            DECISIONS_PLACEMENT,
+            job["job_id"],
+            record,
+            region=region,
+            partition_of=self.partition_of,
+        )
 
     @staticmethod
     def _explain(routed: Mapping[str, Any]) -> bool:
@@ -567,6 +632,10 @@ class Scheduler:
 
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)
+
+
+def _with_headroom(view: RegionView, headroom: int) -> RegionView:
+    return view if view.headroom_gpus == headroom else replace(view, headroom_gpus=headroom)
 
 
 def _us_since(started_ns: int) -> int:

@@ -275,7 +275,12 @@ def _forecast(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     row = _copy("region", "gpu_model", "step_s", "points", "lower", "upper", "interval", "model")(
         rec, ctx
     )[0]
-    return [row | {"issued_ts": _ms(rec["issued_ts"])}]
+    v2 = {  # fields DemandForecast v2 added; a decoded v1 record has them filled already
+        "series": rec.get("series", "gpus_in_use"),
+        "plan": rec.get("plan", ""),
+        "selected": bool(rec.get("selected", True)),
+    }
+    return [row | {"issued_ts": _ms(rec["issued_ts"])} | v2]
 
 
 def _dead_letter(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:

@@ -332,7 +332,16 @@ def region_summary(
 
 
 def demand_forecast(
-    region: str, gpu_model: str, issued_ts: int, step_s: int, points: list[float]
+    region: str,
+    gpu_model: str,
+    issued_ts: int,
+    step_s: int,
+    points: list[float],
+    *,
+    series: str = "gpus_in_use",
+    model: str = "HOLT_WINTERS",
+    plan: str = "",
+    selected: bool = True,
 ) -> Record:
     return _head(issued_ts, None) | {
         "region": region,
@@ -343,5 +352,8 @@ def demand_forecast(
         "lower": [p * 0.9 for p in points],
         "upper": [p * 1.1 for p in points],
         "interval": 0.8,
-        "model": "HOLT_WINTERS",
+        "model": model,
+        "series": series,
+        "plan": plan,
+        "selected": selected,
     }

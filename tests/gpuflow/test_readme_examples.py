@@ -93,7 +93,7 @@ def shape_of(command: str, shapes: tuple[Shape, ...]) -> Shape:
 
 
 def test_the_blocks_are_the_ones_this_test_knows() -> None:
-    assert len(BLOCKS) == 5, "a README block was added or removed: give it a shape here"
+    assert len(BLOCKS) == 6, "a README block was added or removed: give it a shape here"
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert commands(BLOCKS[1]) == [ci]  # the README's test command is what CI runs
     install = 'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev]"'
@@ -121,7 +121,7 @@ def test_demo_block_runs_as_shown(workdir: Path) -> None:
 
 
 def test_policy_block_runs_as_shown(workdir: Path) -> None:
-    check, up = commands(BLOCKS[3])
+    check, up = commands(BLOCKS[4])
     proc = run(check, workdir)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"^priority classes: online-inference 1000 \(not preemptible\)", proc.stdout,
@@ -134,8 +134,23 @@ def test_policy_block_runs_as_shown(workdir: Path) -> None:
     assert re.search(r"^done in \d+s: ", out, re.M), out[-3000:]
 
 
+def test_forecast_block_runs_as_shown(workdir: Path) -> None:
+    backtest, plot = commands(BLOCKS[3])
+    proc = run(backtest, workdir)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    scores = json.loads(proc.stdout)
+    assert {s["model"] for s in scores} >= {
+        "seasonal_naive", "holt_winters", "lstm", "prophet", "selected"
+    }  # fmt: skip
+    proc = run(plot, workdir)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"^demand\.csv: 720 points every 3600 s", proc.stderr, re.M)  # the summary
+    assert len(re.findall(r"^│ 2025-04-1\dT\d\d:00:00Z │", proc.stdout, re.M)) == 24
+    assert (workdir / "demand.png").stat().st_size > 0
+
+
 def test_replay_block_runs_as_shown(workdir: Path) -> None:
-    (command,) = commands(BLOCKS[4])
+    (command,) = commands(BLOCKS[5])
     proc = run(command, workdir)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "trace replay" in proc.stdout and re.search(r"│ gpuf\S* +│ +200 │", proc.stdout)

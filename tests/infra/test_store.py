@@ -19,7 +19,7 @@ from infra.store import (
     open_store,
 )
 from infra.store import samples as S
-from infra.store.queries import QUERIES
+from infra.store.queries import QUERIES, QUERY_PARAMS
 from infra.store.rows import RowContext, to_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,11 +37,17 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 def test_migrations_are_recorded_and_idempotent(store: Store) -> None:
     versions = {m.version for m in load_migrations()}
-    assert applied_versions(store) == versions == {1, 2, 11, 13}
+    assert applied_versions(store) == versions == {1, 2, 3, 11, 13}
     assert apply_migrations(store) == []  # second start: nothing to do
     assert apply_migrations(store) == []
     rows = store.query("SELECT version, name FROM schema_migrations FINAL ORDER BY version")
-    assert rows.rows == ((1, "events"), (2, "rollups"), (11, "tenancy"), (13, "network"))
+    assert rows.rows == (
+        (1, "events"),
+        (2, "rollups"),
+        (3, "forecasts"),
+        (11, "tenancy"),
+        (13, "network"),
+    )
 
 
 def test_every_event_converts_and_inserts(store: Store) -> None:
@@ -75,7 +81,7 @@ def test_every_event_converts_and_inserts(store: Store) -> None:
 
 def test_ready_queries_run_on_the_schema(store: Store) -> None:
     for name, sql in QUERIES.items():
-        store.query(sql)  # raises on a syntax or schema error
+        store.query(sql, QUERY_PARAMS.get(name, {}))  # raises on a syntax or schema error
         assert name
 
 

@@ -21,6 +21,9 @@ from schemas.errors import GpuflowError
 
 AVRO_DIR = Path(__file__).resolve().parents[2] / "schemas" / "avro"
 SOURCES = {p.stem: json.loads(p.read_text()) for p in sorted(AVRO_DIR.glob("*.avsc"))}
+OLDER: dict[str, list[dict[str, Any]]] = {}  # avro/history/Name.vN.avsc, readable only
+for _path in sorted((AVRO_DIR / "history").glob("*.avsc")):
+    OLDER.setdefault(_path.name.split(".")[0], []).append(json.loads(_path.read_text()))
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 
 # DESIGN "Workload features on JobSubmitted", field by field.
@@ -92,7 +95,8 @@ def test_envelope(name: str) -> None:
     assert (event_id["name"], event_id["type"]) == ("event_id", "string")
     assert ts["name"] == "ts"
     assert ts["type"] == {"type": "long", "logicalType": "timestamp-millis"}
-    assert (schema["name"], schema["type"], schema["default"]) == ("schema", "int", 1)
+    version = 1 + len(OLDER.get(name, []))  # v1, or the next after the kept older versions
+    assert (schema["name"], schema["type"], schema["default"]) == ("schema", "int", version)
 
 
 @pytest.mark.parametrize("name", EVENT_NAMES)
@@ -213,3 +217,38 @@ def test_a_type_defined_in_several_files_is_defined_the_same_way() -> None:
             if named["name"] != name:
                 definitions.setdefault(named["name"], set()).add(json.dumps(named, sort_keys=True))
     assert {n: len(d) for n, d in definitions.items() if len(d) > 1} == {}
+
+
+def test_older_versions_are_readable_never_written() -> None:
+    from schemas import SingleObjectCodec
+
+    schemas = default_schemas()
+    assert OLDER, "expected at least one kept older version"
+    for name, versions in OLDER.items():
+        assert schemas.get(name).source == SOURCES[name]  # the latest is what is written
+        for old in versions:
+            older = SchemaSet()
+            older.add(old)
+            record = {"event_id": "e1", "ts": 1_700_000_000_000, "schema": 1}
+            if name == "DemandForecast":  # v1 -> v2 added series, plan, selected
+                record |= {
+                    "region": "eu",
+                    "gpu_model": "*",
+                    "issued_ts": 1_700_000_000_000,
+                    "step_s": 3600,
+                    "points": [1.0],
+                    "lower": [0.5],
+                    "upper": [1.5],
+                    "interval": 0.5,
+                    "model": "LSTM",
+                }
+            data = SingleObjectCodec(older).encode(name, record)
+            decoded_name, decoded = SingleObjectCodec().decode(data)
+            assert decoded_name == name
+            assert {k: decoded[k] for k in record} == record
+            if name == "DemandForecast":
+                assert (decoded["series"], decoded["plan"], decoded["selected"]) == (
+                    "gpus_in_use",
+                    "",
+                    True,
+                )

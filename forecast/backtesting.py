@@ -1,0 +1,320 @@
+"""Rolling-origin backtest: every model forecasts from many origins, as it would have live.
+
+Origins run from `first_origin` to the end in `stride` steps. At each origin a model sees
+only the points before it: it is refit there when its cadence (`refit_every_seasons`) is due,
+otherwise updated with the points since. Each origin's errors at horizon h are scaled by the
+in-sample seasonal-naive error of the history before that origin (MASE).
+
+`selected` is the model selection itself, scored out of sample: at each origin it uses the
+model with the best record on earlier origins (`forecast.selection`), and only origins where
+such a record exists are scored, for every model alike, so the rows compare like with like.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from forecast.base import FitContext, Fitted, Forecaster
+from forecast.errors import ForecastError, ModelUnavailableError, SeriesTooShortError
+from forecast.metrics import mase_scales, smape_terms
+from forecast.selection import SelectionConfig, choose, window_scores
+from forecast.series import Series, season_length
+
+__all__ = [
+    "SELECTED",
+    "BacktestConfig",
+    "BacktestResult",
+    "Choice",
+    "ModelRun",
+    "ScoreRow",
+    "backtest",
+    "run_model",
+]
+
+log = logging.getLogger(__name__)
+
+SELECTED = "selected"
+Progress = Callable[[str, int, int], None]  # model, origins done, origins in all
+_FIT_FAULTS = (ValueError, RuntimeError, ArithmeticError, np.linalg.LinAlgError)
+
+
+@dataclass(frozen=True)
+class BacktestConfig:
+    """`first_origin` None: the later of the models' minimum history and half the series."""
+
+    horizons: tuple[int, ...] = (1,)
+    level: float = 0.8
+    season: int | None = None
+    first_origin: int | None = None
+    stride: int = 1
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+
+    def __post_init__(self) -> None:
+        if not self.horizons or min(self.horizons) < 1:
+            raise ValueError(f"horizons must be steps >= 1, got {self.horizons}")
+        if self.stride < 1:
+            raise ValueError(f"stride must be >= 1, got {self.stride}")
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    model: str
+    horizon_steps: int
+    smape: float
+    mase: float
+    coverage: float
+    origins: int
+
+    def as_json(self) -> dict[str, object]:
+        """The row `gpuflow forecast --json` prints."""
+        return {
+            "model": self.model,
+            "horizon_steps": self.horizon_steps,
+            "smape": _rounded(self.smape),
+            "mase": _rounded(self.mase),
+            "origins": self.origins,
+        }
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The model chosen for live use at the end of the series, and the record it won on."""
+
+    horizon_steps: int
+    model: str | None
+    window_mase: Mapping[str, float]
+    window_origins: int
+
+
+@dataclass(frozen=True, eq=False)
+class ModelRun:
+    """One model's forecasts: (origins x steps) arrays, NaN where it could not forecast."""
+
+    point: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    fits: int
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class BacktestResult:
+    rows: tuple[ScoreRow, ...]
+    choices: tuple[Choice, ...]  # one per horizon, for live use
+    path_choice: Choice  # best over every step 1..max(horizons): what a forecast path uses
+    origins: np.ndarray
+    picks: Mapping[int, np.ndarray]  # horizon -> model index chosen at each origin (-1 none)
+    models: tuple[str, ...]
+    season: int
+    runs: Mapping[str, ModelRun]  # each model's forecasts from every origin
+    notes: tuple[str, ...] = ()
+
+    def row(self, model: str, horizon: int) -> ScoreRow | None:
+        return next((r for r in self.rows if r.model == model and r.horizon_steps == horizon), None)
+
+
+def _rounded(value: float) -> float | None:
+    return None if not np.isfinite(value) else round(float(value), 4)
+
+
+def run_model(
+    model: Forecaster,
+    series: Series,
+    origins: np.ndarray,
+    ctx: FitContext,
+    progress: Progress | None = None,
+) -> ModelRun:
+    """Forecast `ctx.horizon` steps from each origin, refitting on the model's cadence."""
+    steps = ctx.horizon
+    shape = (len(origins), steps)
+    point, lower, upper = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+    refit = (
+        max(1, round(model.refit_every_seasons * ctx.season)) if model.refit_every_seasons else 0
+    )
+    fitted: Fitted | None = None
+    fitted_at, fits, notes = -1, 0, []
+    for i, origin in enumerate(int(o) for o in origins):
+        due = fitted is None or (refit and origin - fitted_at >= refit)
+        if due:
+            try:
+                fitted, fitted_at = model.fit(series.head(origin), ctx, fitted), origin
+                fits += 1
+            except SeriesTooShortError:
+                fitted = None
+            except _FIT_FAULTS as exc:
+                notes.append(f"{model.name}: fit at origin {origin} failed: {exc}")
+                log.warning(
+                    "forecast fit failed model=%s origin=%d error=%s", model.name, origin, exc
+                )
+                fitted = None
+        elif fitted is not None and origin > fitted.seen:
+            fitted.update(series.values[fitted.seen : origin])
+        if fitted is not None:
+            f = fitted.forecast(steps)
+            point[i], lower[i], upper[i] = f.point, f.lower, f.upper
+        if progress is not None:
+            progress(model.name, i + 1, len(origins))
+    return ModelRun(point, lower, upper, fits, tuple(notes))
+
+
+def _first_origin(config: BacktestConfig, n: int, needs: Sequence[int]) -> int:
+    if config.first_origin is not None:
+        first = config.first_origin
+    else:
+        first = max(min(needs, default=1), n // 2)
+    if not 1 <= first < n:
+        raise SeriesTooShortError("backtest", first + 1, n, "history before the first origin")
+    return first
+
+
+def backtest(
+    series: Series,
+    models: Mapping[str, Forecaster],
+    config: BacktestConfig | None = None,
+    *,
+    progress: Progress | None = None,
+) -> BacktestResult:
+    """Score every model, and the selection among them, from rolling origins."""
+    config = config or BacktestConfig()
+    season = config.season or season_length(series.step_s)
+    steps = max(config.horizons)
+    ctx = FitContext(steps, season, config.level)
+    n = len(series)
+    usable, notes = {}, []
+    for name, model in models.items():
+        need = model.min_length(ctx)
+        if need >= n:
+            notes.append(str(SeriesTooShortError(name, need + 1, n, "history plus one origin")))
+        else:
+            usable[name] = model
+    if not usable:
+        raise ForecastError("; ".join(notes) or "no forecaster to backtest")
+    first = _first_origin(config, n, [m.min_length(ctx) for m in usable.values()])
+    origins = np.arange(first, n, config.stride)
+    runs: dict[str, ModelRun] = {}
+    for name, model in usable.items():
+        try:
+            runs[name] = run_model(model, series, origins, ctx, progress)
+        except ModelUnavailableError as exc:
+            notes.append(str(exc))
+            continue
+        notes.extend(runs[name].notes)
+    if not runs:
+        raise ForecastError("; ".join(notes))
+    return _score(series, runs, origins, config, season, tuple(notes))
+
+
+def _score(
+    series: Series,
+    runs: Mapping[str, ModelRun],
+    origins: np.ndarray,
+    config: BacktestConfig,
+    season: int,
+    notes: tuple[str, ...],
+) -> BacktestResult:
+    names = tuple(runs)
+    y, n = series.values, len(series)
+    window, min_count = config.selection.resolved(season, config.stride)
+    scales = mase_scales(y, origins, season)
+    all_steps = range(1, max(config.horizons) + 1)
+    scaled = {h: _scaled_errors(y, runs, names, origins, h, scales) for h in all_steps}
+    rows: list[ScoreRow] = []
+    picks: dict[int, np.ndarray] = {}
+    choices = []
+    end = np.array([n])
+    for h in config.horizons:
+        pick = choose(scaled[h], origins, h, origins, window=window, min_count=min_count)
+        picks[h] = pick
+        rows.extend(_rows(y, runs, names, origins, h, scaled[h], pick))
+        choices.append(_choice(names, scaled[h], origins, h, end, window, min_count))
+    with warnings.catch_warnings():  # origins whose every target is still ahead: NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        path = np.nanmean(np.stack([scaled[h] for h in all_steps]), axis=0)
+    path_choice = _choice(names, path, origins, max(all_steps), end, window, min_count)
+    return BacktestResult(
+        tuple(rows), tuple(choices), path_choice, origins, picks, names, season, runs, notes
+    )
+
+
+def _scaled_errors(
+    y: np.ndarray,
+    runs: Mapping[str, ModelRun],
+    names: Sequence[str],
+    origins: np.ndarray,
+    h: int,
+    scales: np.ndarray,
+) -> np.ndarray:
+    target = origins + h - 1
+    ok = target < len(y)
+    actual = np.where(ok, y[np.minimum(target, len(y) - 1)], np.nan)
+    return np.stack([np.abs(actual - runs[m].point[:, h - 1]) / scales for m in names])
+
+
+def _rows(
+    y: np.ndarray,
+    runs: Mapping[str, ModelRun],
+    names: Sequence[str],
+    origins: np.ndarray,
+    h: int,
+    scaled: np.ndarray,
+    pick: np.ndarray,
+) -> list[ScoreRow]:
+    target = origins + h - 1
+    scored = (pick >= 0) & (target < len(y))
+    actual = y[target[scored]]
+    out = []
+    points = {m: runs[m].point[scored, h - 1] for m in names}
+    for i, m in enumerate(names):
+        lo, hi = runs[m].lower[scored, h - 1], runs[m].upper[scored, h - 1]
+        out.append(_row(m, h, actual, points[m], scaled[i, scored], lo, hi))
+    chosen = pick[scored]
+    sel_point = np.array([points[names[c]][j] for j, c in enumerate(chosen)])
+    sel_scaled = scaled[chosen, np.flatnonzero(scored)]
+    sel_lo = np.array([runs[names[c]].lower[scored, h - 1][j] for j, c in enumerate(chosen)])
+    sel_hi = np.array([runs[names[c]].upper[scored, h - 1][j] for j, c in enumerate(chosen)])
+    out.append(_row(SELECTED, h, actual, sel_point, sel_scaled, sel_lo, sel_hi))
+    return out
+
+
+def _row(
+    model: str,
+    h: int,
+    actual: np.ndarray,
+    point: np.ndarray,
+    scaled: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+) -> ScoreRow:
+    ok = np.isfinite(point)
+    if not ok.any():
+        return ScoreRow(model, h, float("nan"), float("nan"), float("nan"), 0)
+    a, p = actual[ok], point[ok]
+    inside = (a >= lower[ok]) & (a <= upper[ok])
+    return ScoreRow(
+        model,
+        h,
+        float(np.mean(smape_terms(a, p))),
+        float(np.mean(scaled[ok])),
+        float(np.mean(inside)),
+        int(ok.sum()),
+    )
+
+
+def _choice(
+    names: Sequence[str],
+    scaled: np.ndarray,
+    origins: np.ndarray,
+    h: int,
+    at: np.ndarray,
+    window: int,
+    min_count: int,
+) -> Choice:
+    best = choose(scaled, origins, h, at, window=window, min_count=min_count)[0]
+    mean, count = window_scores(scaled, origins, h, at, window)
+    scores = {m: float(mean[i, 0]) for i, m in enumerate(names) if np.isfinite(mean[i, 0])}
+    return Choice(h, names[best] if best >= 0 else None, scores, int(count.max(initial=0)))
