@@ -10,6 +10,7 @@ import numpy as np
 
 from scorer.framework import CycleContext, FilterPlugin, ModelVectors, ScorePlugin
 from scorer.gang import pick_gpus, pick_share, plan_spread
+from scorer.hostonly import place_host_only
 from scorer.outcome import Pick, model_vectors, placed_result, refused_result
 from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES, build_filter, build_score
 from scorer.scores.topology import NAME as TOPOLOGY
@@ -49,6 +50,8 @@ class Placer:
 
     # ---- the cycle -----------------------------------------------------------------------
     def place(self, job: JobSpec, region: str | None = None) -> PlacementResult:
+        if job.cpu_only:
+            return place_host_only(self.state, job, region)
         slots = self.state.slots(region)
         ctx = CycleContext(job, self.state, self.throughput, slots, self._vectors(job))
         masks = [(f, f.filter(ctx)) for f in self.filters]

@@ -95,6 +95,12 @@ def rank_regions(
     """Regions the job may use (allowed_regions), best first, with 0..100 scores."""
     throughput = throughput or ThroughputModel()
     allowed = [r for r in views if not job.allowed_regions or r in job.allowed_regions]
+    if job.cpu_only:  # no GPU to value: the shortest queue, then data locality
+        ranked = [
+            (r, round((100 / (1 + views[r].queue_depth / 10) + _data_score(job, r, rtt_ms)) / 2, 3))
+            for r in allowed
+        ]
+        return sorted(ranked, key=lambda rs: (-rs[1], rs[0]))
     options = {r: _option(job, views[r], throughput.catalog, throughput) for r in allowed}
     live = [o for o in options.values() if o is not None]
     if not live:

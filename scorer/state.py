@@ -84,6 +84,8 @@ class ClusterState:
         self.gpu_memory_mib = np.zeros(n, np.int64)
         self.cpu_milli = np.zeros(n, np.int64)
         self.memory_mib = np.zeros(n, np.int64)
+        self.free_cpu = np.zeros(n, np.int64)  # declared CPU minus what reservations hold
+        self.free_mem = np.zeros(n, np.int64)
         self.price = np.zeros(n)
         self.gpu_exists = np.zeros((n, g), bool)
         self.gpu_ok = np.zeros((n, g), bool)
@@ -164,16 +166,20 @@ class ClusterState:
         self.perf[slot] = 1.0
 
     def _recount_free(self, node_id: str) -> None:
-        """Free milli of every GPU of a node = whole GPU minus what reservations hold."""
+        """Free milli of every GPU of a node (and its free host CPU and memory) = capacity
+        minus what reservations hold."""
         slot = self._slot_of[node_id]
         free = np.where(self.gpu_exists[slot], FULL_GPU, 0).astype(np.int32)
+        cpu, mem = int(self.cpu_milli[slot]), int(self.memory_mib[slot])
         g = free.shape[0]
         for job_id in self._node_jobs.get(node_id, ()):
             for a in self._held[job_id]:
                 if a.node_id == node_id:
                     idx = [i for i in a.gpu_indices if i < g]
                     free[idx] -= a.gpu_milli
+                    cpu, mem = cpu - a.cpu_milli, mem - a.memory_mib
         self.free_milli[slot] = np.maximum(free, 0)
+        self.free_cpu[slot], self.free_mem[slot] = max(cpu, 0), max(mem, 0)
         self._refresh(slot)
 
     def _refresh(self, slot: int) -> None:
@@ -248,6 +254,10 @@ class ClusterState:
         need = self._check(job_id, assignments)
         for (slot, gpu), milli in need.items():
             self.free_milli[slot, gpu] -= milli
+        for a in assignments:
+            slot = self._slot_of[a.node_id]
+            self.free_cpu[slot] -= a.cpu_milli if self.cpu_milli[slot] else 0
+            self.free_mem[slot] -= a.memory_mib if self.memory_mib[slot] else 0
         self._held[job_id] = assignments
         for a in assignments:
             self._node_jobs.setdefault(a.node_id, set()).add(job_id)
@@ -257,19 +267,25 @@ class ClusterState:
     def _check(
         self, job_id: str, assignments: tuple[Assignment, ...]
     ) -> dict[tuple[int, int], int]:
-        if not assignments:
+        if not assignments or not any(a.gpu_indices or a.cpu_milli or a.memory_mib
+                                      for a in assignments):
             raise ReservationError(f"job {job_id}: empty reservation")
         need: dict[tuple[int, int], int] = {}
+        host: dict[int, tuple[int, int]] = {}
         for a in assignments:
             slot = self._slot_of.get(a.node_id)
             if slot is None:
                 raise ReservationError(f"job {job_id}: unknown node {a.node_id}")
-            if not 0 < a.gpu_milli <= FULL_GPU or len(set(a.gpu_indices)) != len(a.gpu_indices):
+            bad_share = a.gpu_indices and not 0 < a.gpu_milli <= FULL_GPU
+            if bad_share or len(set(a.gpu_indices)) != len(a.gpu_indices):
                 raise ReservationError(f"job {job_id}: bad share or repeated GPU on {a.node_id}")
             for gpu in a.gpu_indices:
                 if not 0 <= gpu < self.gpu_count[slot]:
                     raise ReservationError(f"job {job_id}: no GPU {gpu} on {a.node_id}")
                 need[slot, gpu] = need.get((slot, gpu), 0) + a.gpu_milli
+            cpu, mem = host.get(slot, (0, 0))
+            host[slot] = (cpu + a.cpu_milli, mem + a.memory_mib)
+        self._check_host(job_id, host)
         for (slot, gpu), milli in need.items():
             if milli > self.free_milli[slot, gpu]:
                 node_id = self._specs[slot].node_id  # type: ignore[union-attr]
@@ -278,6 +294,21 @@ class ClusterState:
                     f"milli free, {milli} requested"
                 )
         return need
+
+    def _check_host(self, job_id: str, host: Mapping[int, tuple[int, int]]) -> None:
+        """Declared host CPU and memory are capacity too (undeclared: not held against)."""
+        for slot, (cpu, mem) in host.items():
+            node_id = self._specs[slot].node_id  # type: ignore[union-attr]
+            if self.cpu_milli[slot] and cpu > self.free_cpu[slot]:
+                raise ReservationError(
+                    f"job {job_id}: {node_id} has {self.free_cpu[slot]} cpu_milli free, {cpu} "
+                    "requested"
+                )
+            if self.memory_mib[slot] and mem > self.free_mem[slot]:
+                raise ReservationError(
+                    f"job {job_id}: {node_id} has {self.free_mem[slot]} memory_mib free, {mem} "
+                    "requested"
+                )
 
     def release(self, job_id: str) -> bool:
         """Give a job's GPUs back. Idempotent: False when nothing was held."""

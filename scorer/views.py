@@ -44,7 +44,7 @@ def _views(state: ClusterState, slots: np.ndarray) -> dict[str, RegionView]:
     price = np.full(size, np.inf)
     np.minimum.at(price, key, state.price[live])
     by_region: dict[int, dict[str, tuple[int, int, int, float]]] = {}
-    for k in np.flatnonzero(count):
+    for k in np.flatnonzero(total):  # CPU-only nodes (no GPUs) add no model
         r, m = divmod(int(k), n_models)
         by_region.setdefault(r, {})[models[m]] = (
             int(free[k]),

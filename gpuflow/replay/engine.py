@@ -102,8 +102,7 @@ def run_replay(
 ) -> ReplayResult:
     """Replay `trace` through `decider` on a twin. `tick_s`: run the scheduler's timer every
     so many virtual seconds while jobs run (None: never; arrivals-only replays never tick)."""
-    throughput = trace.throughput or ThroughputModel()
-    twin = Twin(trace.nodes, throughput, twin_config)
+    twin = Twin(trace.nodes, trace.throughput_model(), twin_config)
     result = ReplayResult(twin, arrivals_only=arrivals_only)
     decider.setup([node_record(n, BASE_MS) for n in trace.nodes])
     reports: deque[dict[str, Any]] = deque()  # executor -> scheduler, at the current time
@@ -179,10 +178,13 @@ def _on_migration(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any
     if run is None or not run.running:  # finished (or evicted) before the move: nothing to do
         return []
     slices = slices_from(d["to_assignments"])
-    twin.migrate(d["job_id"], slices, twin.now)
+    twin.migrate(d["job_id"], slices, twin.now, checkpoint_first=bool(d.get("checkpoint_first")))
     result.placements[d["job_id"]] = tuple(s.node_id for s in slices)
     nodes = [s.node_id for s in slices]
-    return [job_event(twin, d["job_id"], "MIGRATED", d["to_region"], nodes)]
+    progress = run.done / run.job.duration_s if run.job.duration_s else 0.0
+    return [
+        job_event(twin, d["job_id"], "MIGRATED", d["to_region"], nodes, progress=progress)
+    ]
 
 
 def _on_preemption(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any]]:
@@ -193,7 +195,7 @@ def _on_preemption(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, An
     if run is None or not run.running:
         return []
     nodes = [s.node_id for s in run.slices]
-    kept = twin.evict(d["job_id"], twin.now)
+    kept = twin.evict(d["job_id"], twin.now, checkpoint_first=bool(d.get("checkpoint_first")))
     fraction = kept / run.job.duration_s if run.job.duration_s else 0.0
     return [job_event(twin, d["job_id"], "EVICTED", d["region"], nodes, progress=fraction)]
 

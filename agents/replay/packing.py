@@ -1,0 +1,126 @@
+"""Seeded packing traces in the spirit of the FGD paper's workload (Weng et al., ATC '23: the
+Alibaba GPU cluster trace, `openb`): many small and fractional tasks, a few whole-node gangs,
+CPU-only tasks, on nodes of 0/1/2/4/8 GPUs of several models.
+
+Cluster (`packing_cluster`): node sizes 0/1/2/4/8 GPUs with probabilities
+0.10/0.10/0.15/0.20/0.45; small nodes (1-2 GPUs) carry PCIe inference cards (T4, A10G, P100),
+4-GPU nodes T4/V100/A10G, 8-GPU nodes V100/A100 with NVLink; host CPU and memory grow with
+the GPU count (12 cores and 96 GiB per GPU, 96 cores and 384 GiB on a CPU-only node).
+
+Jobs (`packing_jobs`): one in seven asks for no GPU (2-16 cores, 4-64 GiB); of the GPU jobs
+45 % take a share of one GPU (100-700 milli), 50 % one whole GPU, 5 % a gang of 2, 4 or 8 GPUs
+on one node (2 %, 1.5 %, 1.5 %); a GPU job asks 2-8 cores and 8-32 GiB per GPU; one GPU job in
+ten may only use one GPU model. Poisson arrivals (mean gap `lam_s`) until the GPU demand that
+has arrived reaches `demand` x the cluster's GPUs. Shares are INFERENCE, the rest TRAINING;
+durations 1-4 h (arrivals-only replays never finish them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from agents.replay.trace import TraceJob, TraceNode
+from scorer import default_catalog
+
+__all__ = ["NODE_SIZES", "packing_cluster", "packing_jobs"]
+
+NODE_SIZES = {0: 0.10, 1: 0.10, 2: 0.15, 4: 0.20, 8: 0.45}
+MODELS_BY_SIZE: dict[int, dict[str, float]] = {
+    1: {"T4": 0.5, "A10G": 0.3, "P100": 0.2},
+    2: {"T4": 0.4, "A10G": 0.4, "P100": 0.2},
+    4: {"T4": 0.4, "V100-16": 0.4, "A10G": 0.2},
+    8: {"V100-32": 0.3, "V100-16": 0.3, "A100-40": 0.4},
+}
+CORES_PER_GPU, GIB_PER_GPU = 12, 96
+CPU_NODE_CORES, CPU_NODE_GIB = 96, 384
+SHARES = (100, 200, 250, 300, 500, 700)
+GANGS = {2: 0.02, 4: 0.015, 8: 0.015}
+P_CPU_ONLY, P_SHARE, P_PINNED = 1 / 7, 0.45, 0.10
+
+
+def _pick(rng: np.random.Generator, table: dict[int, float] | dict[str, float]) -> object:
+    keys = list(table)
+    probs = np.array(list(table.values()), float)
+    return keys[int(rng.choice(len(keys), p=probs / probs.sum()))]
+
+
+def packing_cluster(
+    n_nodes: int = 250, *, seed: int = 0, region: str = "packing"
+) -> tuple[TraceNode, ...]:
+    rng = np.random.default_rng(seed)
+    catalog = default_catalog()
+    nodes = []
+    for i in range(n_nodes):
+        size = int(_pick(rng, NODE_SIZES))  # type: ignore[call-overload]
+        rack = f"rack-{i // 16:02d}"
+        if size == 0:
+            nodes.append(
+                TraceNode(
+                    f"cpu-{i:04d}", region, "", 0, zone=f"{region}-a", rack=rack,
+                    cpu_milli=CPU_NODE_CORES * 1000, memory_mib=CPU_NODE_GIB * 1024,
+                    interconnect="none", gpu_memory_mib=0,
+                )
+            )  # fmt: skip
+            continue
+        spec = catalog[str(_pick(rng, MODELS_BY_SIZE[size]))]
+        nodes.append(
+            TraceNode(
+                f"{spec.name.lower()}x{size}-{i:04d}", region, spec.name, size,
+                zone=f"{region}-a", rack=rack, cpu_milli=CORES_PER_GPU * size * 1000,
+                memory_mib=GIB_PER_GPU * size * 1024,
+                price_per_gpu_hour=spec.price_per_gpu_hour,
+                interconnect=spec.interconnect if size > 1 else "pcie",
+                gpu_memory_mib=spec.memory_mib,
+            )
+        )  # fmt: skip
+    return tuple(nodes)
+
+
+def _gpu_ask(rng: np.random.Generator) -> tuple[int, int]:
+    """(GPUs, milli per GPU) of a GPU job."""
+    u = float(rng.random())
+    gang_p = sum(GANGS.values())
+    if u < gang_p:
+        return int(_pick(rng, GANGS)), 1000  # type: ignore[call-overload]
+    if u < gang_p + P_SHARE:
+        return 1, int(SHARES[int(rng.integers(len(SHARES)))])
+    return 1, 1000
+
+
+def packing_jobs(
+    nodes: Sequence[TraceNode], *, demand: float = 1.5, seed: int = 0, lam_s: float = 60.0
+) -> tuple[TraceJob, ...]:
+    """Jobs until their GPU demand reaches `demand` x the GPUs of `nodes`."""
+    rng = np.random.default_rng(seed + 7919)  # independent of the cluster drawn with `seed`
+    capacity = sum(n.gpu_count for n in nodes)
+    models = sorted({n.gpu_model for n in nodes if n.gpu_count})
+    jobs: list[TraceJob] = []
+    arrived, t = 0.0, 0.0
+    while arrived < demand * capacity:
+        job_id = f"job-{len(jobs):05d}"
+        hours = float(rng.uniform(1.0, 4.0))
+        if rng.random() < P_CPU_ONLY:
+            cores, gib = int(rng.integers(2, 17)), int(rng.integers(4, 65))
+            jobs.append(
+                TraceJob(
+                    job_id, round(t), 0, round(hours * 3600, 1), cpu_milli=cores * 1000,
+                    memory_mib=gib * 1024, kind="BATCH",
+                )
+            )  # fmt: skip
+        else:
+            gpus, milli = _gpu_ask(rng)
+            cores, gib = int(rng.integers(2, 9)) * gpus, int(rng.integers(8, 33)) * gpus
+            pin = rng.random() < P_PINNED
+            pinned = (str(models[int(rng.integers(len(models)))]),) if pin else ()
+            jobs.append(
+                TraceJob(
+                    job_id, round(t), gpus, round(hours * 3600, 1), gpu_milli=milli,
+                    gpu_models=pinned, cpu_milli=cores * 1000, memory_mib=gib * 1024,
+                    kind="INFERENCE" if milli < 1000 else "TRAINING", tensor_parallel=gpus,
+                )
+            )  # fmt: skip
+            arrived += gpus * milli / 1000
+        t += float(rng.exponential(lam_s))
+    return tuple(jobs)
