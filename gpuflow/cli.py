@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from gpuflow.commands.agent import agent
+from gpuflow.commands.generate import generate
 from gpuflow.commands.jobs import submit, topics, watch
 from gpuflow.commands.replay import replay
 from gpuflow.commands.sql import sql
@@ -38,6 +39,7 @@ app.command("topics")(topics)
 app.command("agent")(agent)
 app.command("sql")(sql)
 app.command("replay")(replay)
+app.command("generate")(generate)
 
 
 @app.command("worker")

@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from scorer import filters, scores
+from scorer import filters, preferences, scores
 from scorer.errors import UnknownPluginError
-from scorer.framework import FilterPlugin, ScorePlugin
+from scorer.framework import FilterPlugin, PreferencePlugin, ScorePlugin
 
 __all__ = [
     "DEFAULT_FILTERS",
     "DEFAULT_SCORES",
     "FILTERS",
+    "PREFERENCES",
     "SCORES",
     "build_filter",
+    "build_preference",
     "build_score",
     "register_filter",
     "register_score",
@@ -45,6 +47,10 @@ SCORES: dict[str, Callable[..., ScorePlugin]] = {
     "fgd": scores.FgdScore,
 }
 
+PREFERENCES: dict[str, Callable[..., PreferencePlugin]] = {
+    "whole_node_reserve": preferences.WholeNodeReserve,
+}
+
 DEFAULT_FILTERS: tuple[str, ...] = tuple(FILTERS)
 DEFAULT_SCORES: tuple[str, ...] = (
     "compute",
@@ -73,6 +79,10 @@ def build_filter(name: str, **args: Any) -> FilterPlugin:
 
 def build_score(name: str, **args: Any) -> ScorePlugin:
     return _build("score", SCORES, name, args)
+
+
+def build_preference(name: str, **args: Any) -> PreferencePlugin:
+    return _build("preference", PREFERENCES, name, args)
 
 
 def register_filter(name: str, builder: Callable[..., FilterPlugin]) -> None:

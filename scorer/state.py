@@ -16,9 +16,11 @@ from scorer.catalog import Catalog, default_catalog
 from scorer.errors import ReservationError, UnknownNodeError
 from scorer.types import Assignment, NodeSpec, RegionView
 
-__all__ = ["FULL_GPU", "ClusterState"]
+__all__ = ["FULL_GPU", "SHARE_THRESHOLDS", "ClusterState"]
 
 FULL_GPU = 1000  # milli-GPU of a whole GPU
+# free-share thresholds of the per-node fragmentation profile (multiples of 125 milli)
+SHARE_THRESHOLDS = np.arange(1, 9, dtype=np.int64) * 125
 DEFAULT_CARBON_G_PER_KWH = 400.0  # world-average grid intensity when a region sends no signal
 
 
@@ -67,6 +69,7 @@ class ClusterState:
         self._node_jobs: dict[str, set[str]] = {}
         self._region_slots: dict[int, np.ndarray] = {}
         self._all_slots: np.ndarray | None = None
+        self._versions = 0
         self.carbon = np.zeros(0)
         self.kwh_price = np.zeros(0)
         self.queue_depth: dict[str, int] = {}
@@ -98,6 +101,11 @@ class ClusterState:
         self.healthy_count = np.zeros(n, np.int32)
         self.free_milli_total = np.zeros(n, np.int64)
         self.perf_mean = np.ones(n)
+        # per threshold T: free milli on healthy GPUs with less than T free, and GPUs with >= T
+        self.share_below = np.zeros((n, SHARE_THRESHOLDS.shape[0]), np.int64)
+        self.share_atleast = np.zeros((n, SHARE_THRESHOLDS.shape[0]), np.int32)
+        # bumped whenever a row's free capacity or health changes (caches key on it)
+        self.row_version = np.zeros(n, np.int64)
 
     def _grow(self, n: int, g: int) -> None:
         old = {
@@ -183,12 +191,18 @@ class ClusterState:
         self._refresh(slot)
 
     def _refresh(self, slot: int) -> None:
+        self._versions += 1
+        self.row_version[slot] = self._versions
         ok = self.gpu_exists[slot] & self.gpu_ok[slot]
         free = self.free_milli[slot]
         whole = ok & (free == FULL_GPU)
         self.free_whole[slot] = int(whole.sum())
         self.healthy_count[slot] = int(ok.sum())
         self.free_milli_total[slot] = int(free[ok].sum())
+        usable = free[ok].astype(np.int64)
+        small = usable[None, :] < SHARE_THRESHOLDS[:, None]
+        self.share_below[slot] = (small * usable[None, :]).sum(axis=1)
+        self.share_atleast[slot] = (~small).sum(axis=1)
         self.max_share[slot] = int(free[ok].max()) if ok.any() else 0
         islands = self.island[slot][whole]
         self.island_free[slot] = int(np.bincount(islands).max()) if islands.size else 0
@@ -213,7 +227,9 @@ class ClusterState:
         self._refresh(slot)
 
     def set_node_healthy(self, node_id: str, healthy: bool) -> None:
-        self.node_ok[self._slot(node_id)] = bool(healthy)
+        slot = self._slot(node_id)
+        self.node_ok[slot] = bool(healthy)
+        self._refresh(slot)
 
     def set_perf_factor(self, node_id: str, factors: Sequence[float]) -> None:
         """Measured speed over nominal, per GPU (1.0 nominal, 0.7 = throttled 30 %)."""
@@ -261,7 +277,7 @@ class ClusterState:
         self._held[job_id] = assignments
         for a in assignments:
             self._node_jobs.setdefault(a.node_id, set()).add(job_id)
-        for slot in {slot for slot, _ in need}:
+        for slot in {self._slot_of[a.node_id] for a in assignments}:
             self._refresh(slot)
 
     def _check(

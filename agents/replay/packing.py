@@ -4,15 +4,17 @@ CPU-only tasks, on nodes of 0/1/2/4/8 GPUs of several models.
 
 Cluster (`packing_cluster`): node sizes 0/1/2/4/8 GPUs with probabilities
 0.10/0.10/0.15/0.20/0.45; small nodes (1-2 GPUs) carry PCIe inference cards (T4, A10G, P100),
-4-GPU nodes T4/V100/A10G, 8-GPU nodes V100/A100 with NVLink; host CPU and memory grow with
-the GPU count (12 cores and 96 GiB per GPU, 96 cores and 384 GiB on a CPU-only node).
+4-GPU nodes T4/V100/A10G, 8-GPU nodes V100/A100 with NVLink. Host CPU cores by node size
+0/1/2/4/8 GPUs: 64/32/48/64/96, memory 256/128/192/384/768 GiB.
 
-Jobs (`packing_jobs`): one in seven asks for no GPU (2-16 cores, 4-64 GiB); of the GPU jobs
-45 % take a share of one GPU (100-700 milli), 50 % one whole GPU, 5 % a gang of 2, 4 or 8 GPUs
-on one node (2 %, 1.5 %, 1.5 %); a GPU job asks 2-8 cores and 8-32 GiB per GPU; one GPU job in
-ten may only use one GPU model. Poisson arrivals (mean gap `lam_s`) until the GPU demand that
-has arrived reaches `demand` x the cluster's GPUs. Shares are INFERENCE, the rest TRAINING;
-durations 1-4 h (arrivals-only replays never finish them).
+Jobs (`packing_jobs`): one in seven asks for no GPU (4-32 cores, 8-64 GiB); of the GPU jobs
+45 % take a share of one GPU (50-950 milli, steps of 10; 2-8 cores, 4-16 GiB), 50 % one whole
+GPU, 5 % a gang of 2, 4 or 8 GPUs on one node (2 %, 1.5 %, 1.5 %); whole GPUs ask 6-12 cores
+and 16-40 GiB each. One GPU job in ten may only use one GPU model (one with a node big enough).
+The host asks follow the openb sample rows (a 1-GPU pod ~12 cores, a share 4 cores, an 8-GPU
+pod 88 of a node's 96 cores), so host CPU binds as it does there. Poisson arrivals (mean gap
+`lam_s`) until the GPU demand that has arrived reaches `demand` x the cluster's GPUs. Shares
+are INFERENCE, the rest TRAINING; durations 1-4 h (arrivals-only replays never finish them).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ MODELS_BY_SIZE: dict[int, dict[str, float]] = {
     4: {"T4": 0.4, "V100-16": 0.4, "A10G": 0.2},
     8: {"V100-32": 0.3, "V100-16": 0.3, "A100-40": 0.4},
 }
-CORES_PER_GPU, GIB_PER_GPU = 12, 96
-CPU_NODE_CORES, CPU_NODE_GIB = 96, 384
-SHARES = (100, 200, 250, 300, 500, 700)
+NODE_CORES = {0: 64, 1: 32, 2: 48, 4: 64, 8: 96}
+NODE_GIB = {0: 256, 1: 128, 2: 192, 4: 384, 8: 768}
+SHARE_MILLI = (50, 950)
 GANGS = {2: 0.02, 4: 0.015, 8: 0.015}
 P_CPU_ONLY, P_SHARE, P_PINNED = 1 / 7, 0.45, 0.10
 
@@ -55,12 +57,12 @@ def packing_cluster(
     for i in range(n_nodes):
         size = int(_pick(rng, NODE_SIZES))  # type: ignore[call-overload]
         rack = f"rack-{i // 16:02d}"
+        cpu, memory = NODE_CORES[size] * 1000, NODE_GIB[size] * 1024
         if size == 0:
             nodes.append(
                 TraceNode(
                     f"cpu-{i:04d}", region, "", 0, zone=f"{region}-a", rack=rack,
-                    cpu_milli=CPU_NODE_CORES * 1000, memory_mib=CPU_NODE_GIB * 1024,
-                    interconnect="none", gpu_memory_mib=0,
+                    cpu_milli=cpu, memory_mib=memory, interconnect="none", gpu_memory_mib=0,
                 )
             )  # fmt: skip
             continue
@@ -68,8 +70,7 @@ def packing_cluster(
         nodes.append(
             TraceNode(
                 f"{spec.name.lower()}x{size}-{i:04d}", region, spec.name, size,
-                zone=f"{region}-a", rack=rack, cpu_milli=CORES_PER_GPU * size * 1000,
-                memory_mib=GIB_PER_GPU * size * 1024,
+                zone=f"{region}-a", rack=rack, cpu_milli=cpu, memory_mib=memory,
                 price_per_gpu_hour=spec.price_per_gpu_hour,
                 interconnect=spec.interconnect if size > 1 else "pcie",
                 gpu_memory_mib=spec.memory_mib,
@@ -78,15 +79,15 @@ def packing_cluster(
     return tuple(nodes)
 
 
-def _gpu_ask(rng: np.random.Generator) -> tuple[int, int]:
-    """(GPUs, milli per GPU) of a GPU job."""
+def _gpu_ask(rng: np.random.Generator) -> tuple[int, int, int, int]:
+    """(GPUs, milli per GPU, cores, GiB) of a GPU job."""
     u = float(rng.random())
     gang_p = sum(GANGS.values())
-    if u < gang_p:
-        return int(_pick(rng, GANGS)), 1000  # type: ignore[call-overload]
-    if u < gang_p + P_SHARE:
-        return 1, int(SHARES[int(rng.integers(len(SHARES)))])
-    return 1, 1000
+    if gang_p <= u < gang_p + P_SHARE:
+        milli = 10 * int(rng.integers(SHARE_MILLI[0] // 10, SHARE_MILLI[1] // 10 + 1))
+        return 1, milli, int(rng.integers(2, 9)), int(rng.integers(4, 17))
+    gpus = int(_pick(rng, GANGS)) if u < gang_p else 1  # type: ignore[call-overload]
+    return gpus, 1000, gpus * int(rng.integers(6, 13)), gpus * int(rng.integers(16, 41))
 
 
 def packing_jobs(
@@ -95,14 +96,17 @@ def packing_jobs(
     """Jobs until their GPU demand reaches `demand` x the GPUs of `nodes`."""
     rng = np.random.default_rng(seed + 7919)  # independent of the cluster drawn with `seed`
     capacity = sum(n.gpu_count for n in nodes)
-    models = sorted({n.gpu_model for n in nodes if n.gpu_count})
+    # a pinned job names a model with a node big enough for it (never an impossible job)
+    models_for = {
+        g: sorted({n.gpu_model for n in nodes if n.gpu_count >= g}) for g in (1, *GANGS)
+    }
     jobs: list[TraceJob] = []
     arrived, t = 0.0, 0.0
     while arrived < demand * capacity:
         job_id = f"job-{len(jobs):05d}"
         hours = float(rng.uniform(1.0, 4.0))
         if rng.random() < P_CPU_ONLY:
-            cores, gib = int(rng.integers(2, 17)), int(rng.integers(4, 65))
+            cores, gib = int(rng.integers(4, 33)), int(rng.integers(8, 65))
             jobs.append(
                 TraceJob(
                     job_id, round(t), 0, round(hours * 3600, 1), cpu_milli=cores * 1000,
@@ -110,10 +114,9 @@ def packing_jobs(
                 )
             )  # fmt: skip
         else:
-            gpus, milli = _gpu_ask(rng)
-            cores, gib = int(rng.integers(2, 9)) * gpus, int(rng.integers(8, 33)) * gpus
-            pin = rng.random() < P_PINNED
-            pinned = (str(models[int(rng.integers(len(models)))]),) if pin else ()
+            gpus, milli, cores, gib = _gpu_ask(rng)
+            pin, models = rng.random() < P_PINNED, models_for[gpus]
+            pinned = (str(models[int(rng.integers(len(models)))]),) if pin and models else ()
             jobs.append(
                 TraceJob(
                     job_id, round(t), gpus, round(hours * 3600, 1), gpu_milli=milli,

@@ -68,6 +68,11 @@ class ReplayResult:
     first_refusal_alloc_rate: float | None = None
     first_refusal_s: float | None = None
     arrivals_only: bool = False
+    # arrivals-only: (GPU demand arrived so far, allocated share after that job's decision)
+    arrivals: list[tuple[float, float]] = field(default_factory=list)
+    # every first refusal (QUEUED or REJECTED): job, time, allocated share, GPUs asked
+    refusals: list[dict[str, Any]] = field(default_factory=list)
+    refused: set[str] = field(default_factory=set)
 
 
 def _ms(t: float) -> int:
@@ -106,7 +111,7 @@ def run_replay(
     result = ReplayResult(twin, arrivals_only=arrivals_only)
     decider.setup([node_record(n, BASE_MS) for n in trace.nodes])
     reports: deque[dict[str, Any]] = deque()  # executor -> scheduler, at the current time
-    jobs, i, done = trace.jobs, 0, 0
+    jobs, i, done, arrived = trace.jobs, 0, 0, 0.0
     total = len(jobs) * (1 if arrivals_only else 2)
     ticking = tick_s is not None and tick_s > 0 and not arrivals_only
     next_tick = float(tick_s) if ticking else math.inf  # type: ignore[arg-type]
@@ -129,6 +134,13 @@ def run_replay(
             twin.submit(job, job.submit_s)
             out = decider.submit(job_record(job, _ms(job.submit_s)))
             done += 1
+            if arrivals_only:  # tried once: what is not placed now is refused for good
+                arrived += job.gpu_demand
+                reports.extend(_apply(result, out))
+                if twin.runs[job.job_id].first_start_s is None:
+                    twin.reject(job.job_id, twin.now)
+                result.arrivals.append((arrived, twin.alloc_rate))
+                out = []
         elif math.isfinite(next_tick) and (i < len(jobs) or math.isfinite(next_finish)):
             twin.advance_to(next_tick)
             out = decider.tick(_ms(next_tick))
@@ -164,6 +176,19 @@ def _on_placement(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any
         twin.start(job_id, slices, twin.now)
     elif outcome == "REJECTED":
         twin.reject(job_id, twin.now)
+    if outcome != "PLACED" and job_id not in result.refused:
+        result.refused.add(job_id)
+        run = twin.runs.get(job_id)
+        gpus = run.job.num_gpus if run is not None else int(d.get("gpu_count", 1))
+        result.refusals.append(
+            {
+                "job_id": job_id,
+                "t": twin.now,
+                "alloc_rate": twin.alloc_rate,
+                "gpus": gpus,
+                "outcome": outcome,  # QUEUED: no room now; REJECTED: could never fit
+            }
+        )
     if outcome != "PLACED" and result.first_refusal_alloc_rate is None:
         result.first_refusal_alloc_rate = twin.alloc_rate
         result.first_refusal_s = twin.now

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuflow.replay.engine import Decided
 from infra.topics import JOBS_ROUTED, TOPICS
-from scorer import ClusterState, ThroughputModel, make_placer
+from scorer import Catalog, ClusterState, ThroughputModel, make_placer
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
@@ -23,9 +23,13 @@ DECISION_TOPICS = frozenset(t.name for t in TOPICS if t.name.startswith("gpuflow
 
 class InProcessDecider:
     def __init__(
-        self, policy: str, throughput: ThroughputModel | None = None, partitions: int = 4
+        self,
+        policy: str,
+        throughput: ThroughputModel | None = None,
+        partitions: int = 4,
+        catalog: Catalog | None = None,
     ) -> None:
-        state = ClusterState()
+        state = ClusterState(catalog)
         placer = make_placer(policy, state, throughput=throughput)
         self.scheduler = Scheduler(
             state, placer, reservations={}, queue={}, nodes={}, partitions=partitions, view_ttl_s=0

@@ -25,7 +25,7 @@ def _decider(trace: Trace, policy: str, engine: str) -> Decider:
         known = ", ".join(sorted(PRESETS))
         raise UnknownPluginError(f"no policy {policy!r} (known: {known})")
     if engine == "inprocess":
-        return InProcessDecider(policy, trace.throughput)
+        return InProcessDecider(policy, trace.throughput_model(), catalog=trace.catalog)
     if engine == "stream":
         from gpuflow.replay.stream import StreamDecider  # needs the broker and a worker
 
