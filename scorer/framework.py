@@ -22,7 +22,6 @@ __all__ = [
     "CycleContext",
     "FilterPlugin",
     "Insufficient",
-    "PreferencePlugin",
     "ModelVectors",
     "ScorePlugin",
     "Status",
@@ -164,18 +163,6 @@ class FilterPlugin(Protocol):
 
     def explain(self, ctx: CycleContext, slot: int) -> Status:
         """Every reason this node refuses the job (Success when it does not)."""
-        ...
-
-
-@runtime_checkable
-class PreferencePlugin(Protocol):
-    """Soft constraint: the nodes it prefers among the feasible ones (the placer keeps them
-    unless none is preferred, then the preference gives way)."""
-
-    name: str
-
-    def prefer(self, ctx: CycleContext, candidates: np.ndarray) -> np.ndarray:
-        """Boolean mask over `candidates` (feasible slots)."""
         ...
 
 

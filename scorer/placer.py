@@ -8,23 +8,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from scorer.framework import (
-    CycleContext,
-    FilterPlugin,
-    ModelVectors,
-    PreferencePlugin,
-    ScorePlugin,
-)
+from scorer.framework import CycleContext, FilterPlugin, ModelVectors, ScorePlugin
 from scorer.gang import pick_gpus, pick_share, plan_spread
 from scorer.hostonly import place_host_only
 from scorer.outcome import Pick, model_vectors, placed_result, refused_result
-from scorer.registry import (
-    DEFAULT_FILTERS,
-    DEFAULT_SCORES,
-    build_filter,
-    build_preference,
-    build_score,
-)
+from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES, build_filter, build_score
 from scorer.scores.topology import NAME as TOPOLOGY
 from scorer.scores.topology import domain_score
 from scorer.state import ClusterState
@@ -46,7 +34,6 @@ class Placer:
         scores: Sequence[str | ScorePlugin] | None = None,
         weights: Mapping[str, float] | None = None,
         throughput: ThroughputModel | None = None,
-        preferences: Sequence[str | PreferencePlugin] = (),
     ) -> None:
         self.state = state
         throughput = throughput or ThroughputModel(state.catalog)
@@ -57,9 +44,6 @@ class Placer:
         self.filters = [build_filter(f) if isinstance(f, str) else f for f in names]
         score_names = DEFAULT_SCORES if scores is None else scores
         self.scores = [build_score(s) if isinstance(s, str) else s for s in score_names]
-        self.preferences = [
-            build_preference(p) if isinstance(p, str) else p for p in preferences
-        ]
         self.weight_overrides = dict(weights or {})
         self._vectors_cache: dict[tuple[object, ...], ModelVectors] = {}
         self._weights_cache: dict[tuple[object, ...], dict[str, float]] = {}
@@ -78,7 +62,7 @@ class Placer:
             refused = slots.shape[0] - int(np.count_nonzero(mask))
             if refused:
                 refusals[f.name] = refused
-        candidates = self._preferred(ctx, slots[feasible])
+        candidates = slots[feasible]
         weights = self._weights(job)
         if candidates.size:
             # a gang that may spread is placed both ways; spreading pays a topology penalty,
@@ -158,16 +142,6 @@ class Placer:
         if w_topo:
             breakdown[TOPOLOGY] = w_topo * domain_score(best_plan.level) / (w_nodes + w_topo)
         return self._result(ctx, picks, best_score, breakdown, refusals)
-
-    def _preferred(self, ctx: CycleContext, candidates: np.ndarray) -> np.ndarray:
-        """Narrow the feasible nodes to the preferred ones, each preference giving way when it
-        would leave none."""
-        for pref in self.preferences:
-            if candidates.size:
-                mask = pref.prefer(ctx, candidates)
-                if mask.any():
-                    candidates = candidates[mask]
-        return candidates
 
     # ---- helpers -------------------------------------------------------------------------
     def _score(

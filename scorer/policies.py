@@ -30,7 +30,6 @@ class PlacerPreset:
     filters: tuple[str, ...] = DEFAULT_FILTERS
     scores: tuple[str, ...] = DEFAULT_SCORES
     weights: Mapping[str, float] = field(default_factory=dict)
-    preferences: tuple[str, ...] = ()
 
 
 _FIRST_FIT = PlacerPreset(scores=("first_fit",), weights={"first_fit": 1.0})
@@ -45,7 +44,7 @@ _GAVEL_LIKE = PlacerPreset(
 _FGD = PlacerPreset(scores=("fgd", "first_fit"), weights={"fgd": 100.0, "first_fit": 0.01})
 
 PRESETS: dict[str, PlacerPreset] = {
-    "gpuflow": PlacerPreset(preferences=("whole_node_reserve",)),
+    "gpuflow": PlacerPreset(),
     "first_fit": _FIRST_FIT,
     "fifo": _FIRST_FIT,
     "best_fit": _BEST_FIT,
@@ -70,5 +69,4 @@ def make_placer(
         scores=preset.scores,
         weights=preset.weights,
         throughput=throughput,
-        preferences=preset.preferences,
     )

@@ -5,18 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from scorer import filters, preferences, scores
+from scorer import filters, scores
 from scorer.errors import UnknownPluginError
-from scorer.framework import FilterPlugin, PreferencePlugin, ScorePlugin
+from scorer.framework import FilterPlugin, ScorePlugin
 
 __all__ = [
     "DEFAULT_FILTERS",
     "DEFAULT_SCORES",
     "FILTERS",
-    "PREFERENCES",
     "SCORES",
     "build_filter",
-    "build_preference",
     "build_score",
     "register_filter",
     "register_score",
@@ -45,10 +43,6 @@ SCORES: dict[str, Callable[..., ScorePlugin]] = {
     "bin_pack": scores.BinPackScore,
     "first_fit": scores.FirstFitScore,
     "fgd": scores.FgdScore,
-}
-
-PREFERENCES: dict[str, Callable[..., PreferencePlugin]] = {
-    "whole_node_reserve": preferences.WholeNodeReserve,
 }
 
 DEFAULT_FILTERS: tuple[str, ...] = tuple(FILTERS)
@@ -80,9 +74,6 @@ def build_filter(name: str, **args: Any) -> FilterPlugin:
 def build_score(name: str, **args: Any) -> ScorePlugin:
     return _build("score", SCORES, name, args)
 
-
-def build_preference(name: str, **args: Any) -> PreferencePlugin:
-    return _build("preference", PREFERENCES, name, args)
 
 
 def register_filter(name: str, builder: Callable[..., FilterPlugin]) -> None:

@@ -10,7 +10,8 @@ Cluster (`packing_cluster`): node sizes 0/1/2/4/8 GPUs with probabilities
 Jobs (`packing_jobs`): one in seven asks for no GPU (4-32 cores, 8-64 GiB); of the GPU jobs
 45 % take a share of one GPU (50-950 milli, steps of 10; 2-8 cores, 4-16 GiB), 50 % one whole
 GPU, 5 % a gang of 2, 4 or 8 GPUs on one node (2 %, 1.5 %, 1.5 %); whole GPUs ask 6-12 cores
-and 16-40 GiB each. One GPU job in ten may only use one GPU model (one with a node big enough).
+and 16-40 GiB each. With `pinned_share` > 0 that share of the GPU jobs may only use one GPU model
+(one with a node big enough for it); by default none, as in FGD's default pod list.
 The host asks follow the openb sample rows (a 1-GPU pod ~12 cores, a share 4 cores, an 8-GPU
 pod 88 of a node's 96 cores), so host CPU binds as it does there. Poisson arrivals (mean gap
 `lam_s`) until the GPU demand that has arrived reaches `demand` x the cluster's GPUs. Shares
@@ -39,7 +40,7 @@ NODE_CORES = {0: 64, 1: 32, 2: 48, 4: 64, 8: 96}
 NODE_GIB = {0: 256, 1: 128, 2: 192, 4: 384, 8: 768}
 SHARE_MILLI = (50, 950)
 GANGS = {2: 0.02, 4: 0.015, 8: 0.015}
-P_CPU_ONLY, P_SHARE, P_PINNED = 1 / 7, 0.45, 0.10
+P_CPU_ONLY, P_SHARE = 1 / 7, 0.45
 
 
 def _pick(rng: np.random.Generator, table: dict[int, float] | dict[str, float]) -> object:
@@ -91,9 +92,16 @@ def _gpu_ask(rng: np.random.Generator) -> tuple[int, int, int, int]:
 
 
 def packing_jobs(
-    nodes: Sequence[TraceNode], *, demand: float = 1.5, seed: int = 0, lam_s: float = 60.0
+    nodes: Sequence[TraceNode],
+    *,
+    demand: float = 1.5,
+    seed: int = 0,
+    lam_s: float = 60.0,
+    pinned_share: float = 0.0,
 ) -> tuple[TraceJob, ...]:
-    """Jobs until their GPU demand reaches `demand` x the GPUs of `nodes`."""
+    """Jobs until their GPU demand reaches `demand` x the GPUs of `nodes`; a share `pinned_share` of
+    the GPU jobs may use only one GPU model (0 as in FGD's default openb pod list, whose
+    `gpu_spec` is empty; its `gpuspec33` variant pins a third)."""
     rng = np.random.default_rng(seed + 7919)  # independent of the cluster drawn with `seed`
     capacity = sum(n.gpu_count for n in nodes)
     # a pinned job names a model with a node big enough for it (never an impossible job)
@@ -115,7 +123,7 @@ def packing_jobs(
             )  # fmt: skip
         else:
             gpus, milli, cores, gib = _gpu_ask(rng)
-            pin, models = rng.random() < P_PINNED, models_for[gpus]
+            pin, models = rng.random() < pinned_share, models_for[gpus]
             pinned = (str(models[int(rng.integers(len(models)))]),) if pin and models else ()
             jobs.append(
                 TraceJob(
