@@ -19,7 +19,7 @@ from scorer.errors import (
 )
 from scorer.framework import CycleContext, FilterPlugin, Insufficient, ScorePlugin, Status
 from scorer.placer import Placer
-from scorer.policies import PRESETS, make_placer
+from scorer.policies import PRESETS, PlacerPreset, make_placer, preset
 from scorer.registry import (
     DEFAULT_FILTERS,
     DEFAULT_SCORES,
@@ -63,6 +63,7 @@ __all__ = [
     "NodeSpec",
     "PlacementResult",
     "Placer",
+    "PlacerPreset",
     "RegionView",
     "ReservationError",
     "ScorePlugin",
@@ -80,6 +81,7 @@ __all__ = [
     "load_gavel_csv",
     "make_placer",
     "memory_need_mib",
+    "preset",
     "rank_regions",
     "register_filter",
     "register_score",

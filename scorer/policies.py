@@ -1,6 +1,7 @@
 """Placer presets: named placement policies in one framework, for baselines and trace replay.
 
-- `gpuflow`: every filter and the heterogeneity-aware scores (the default).
+- `gpuflow`: every filter and the heterogeneity-aware scores (the default), the speed-aware
+  queue order and re-planning (migration to a better match).
 - `first_fit` (alias `fifo`): every filter, then the first node in inventory order — blind to
   the GPU model, as a model-agnostic scheduler would be.
 - `best_fit` (alias `bestfit`): every filter, then the fullest node that fits (bin packing).
@@ -22,7 +23,7 @@ from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES
 from scorer.state import ClusterState
 from scorer.throughput import ThroughputModel
 
-__all__ = ["PRESETS", "PlacerPreset", "make_placer"]
+__all__ = ["PRESETS", "PlacerPreset", "make_placer", "preset"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class PlacerPreset:
     filters: tuple[str, ...] = DEFAULT_FILTERS
     scores: tuple[str, ...] = DEFAULT_SCORES
     weights: Mapping[str, float] = field(default_factory=dict)
+    queue: str = "fifo"  # queue order within a priority band: fifo or speed_aware
+    replan: bool = False  # decide again: migrate running jobs to a better match
 
 
 _FIRST_FIT = PlacerPreset(scores=("first_fit",), weights={"first_fit": 1.0})
@@ -44,7 +47,7 @@ _GAVEL_LIKE = PlacerPreset(
 _FGD = PlacerPreset(scores=("fgd", "first_fit"), weights={"fgd": 100.0, "first_fit": 0.01})
 
 PRESETS: dict[str, PlacerPreset] = {
-    "gpuflow": PlacerPreset(),
+    "gpuflow": PlacerPreset(queue="speed_aware", replan=True),
     "first_fit": _FIRST_FIT,
     "fifo": _FIRST_FIT,
     "best_fit": _BEST_FIT,
@@ -54,19 +57,24 @@ PRESETS: dict[str, PlacerPreset] = {
 }
 
 
+def preset(name: str) -> PlacerPreset:
+    """The preset `name` (UnknownPluginError naming the known ones)."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        known = ", ".join(sorted(PRESETS))
+        raise UnknownPluginError(f"no placer preset {name!r} (known: {known})") from None
+
+
 def make_placer(
     name: str, state: ClusterState, *, throughput: ThroughputModel | None = None
 ) -> Placer:
     """A Placer configured by the preset `name`."""
-    try:
-        preset = PRESETS[name]
-    except KeyError:
-        known = ", ".join(sorted(PRESETS))
-        raise UnknownPluginError(f"no placer preset {name!r} (known: {known})") from None
+    chosen = preset(name)
     return Placer(
         state,
-        filters=preset.filters,
-        scores=preset.scores,
-        weights=preset.weights,
+        filters=chosen.filters,
+        scores=chosen.scores,
+        weights=chosen.weights,
         throughput=throughput,
     )

@@ -4,13 +4,20 @@ Policy lives in `scorer/` (what to decide); this module is the mechanism (reserv
 emit, retry). Every method takes a decoded record and returns the messages to send, so the
 Faust agents stay thin and unit tests run this against plain dicts.
 
-Durable state is three changelog-backed tables, written only from region-partitioned events
+Durable state is four changelog-backed tables, written only from region-partitioned events
 so each entry lands in its region's changelog partition:
-  reservations: job_id -> {region, assignments, gpu_model, released}
+  reservations: job_id -> {region, assignments, gpu_model, released, and for re-planning:
+                job (its JobSubmitted record), started_ms, speed, done_s, restore_s, moves,
+                last_move_ms}
   queue:        job_id -> RoutedJob record waiting for capacity
   nodes:        node_id -> latest NodeInventory record
+  moves:        job_id -> a migration in flight (`streams.replanning`)
 Idempotence: a job with a final decision (PLACED or REJECTED) is never decided again; the set
 of final jobs is rebuilt at start from the decision log itself (`streams.ledger`).
+
+Time is `clock`: the wall clock in a live worker, event time in a replay (`streams.clock`).
+Re-planning (the speed-aware queue order, migration to a better match) runs when the policy
+asks for it: after every release and on the timer (`on_tick`).
 """
 
 from __future__ import annotations
@@ -23,8 +30,12 @@ from typing import Any
 from infra.jobspec import job_problems
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
 from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank_regions
+from scorer.replan import ReplanConfig
+from streams.clock import Clock, WallClock
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
-from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
+from streams.outbox import Outgoing, new_event_id, outgoing
+from streams.queueing import ORDERS, order_waiting
+from streams.replanning import Replanner
 
 __all__ = ["Scheduler"]
 
@@ -53,6 +64,10 @@ class Scheduler:
         region_order: Sequence[str] = (),
         view_ttl_s: float = 0.2,
         remote_views: Callable[[], Mapping[str, Any]] | None = None,
+        moves: MutableMapping[str, Any] | None = None,
+        replan: ReplanConfig | None = None,
+        queue_order: str = "fifo",
+        clock: Clock | None = None,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -65,17 +80,34 @@ class Scheduler:
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
+        if queue_order not in ORDERS:
+            raise ValueError(f"queue_order must be one of {ORDERS}, not {queue_order!r}")
+        self.queue_order = queue_order
+        self.clock: Clock = clock or WallClock()
+        self.replan = replan or ReplanConfig(enabled=False)
+        self.moves = moves if moves is not None else {}
+        self.replanner = Replanner(self, self.moves, self.replan) if self.replan.enabled else None
 
     # -- recovery -----------------------------------------------------------------------------
 
-    def rebuild(self, logged: Mapping[str, Mapping[str, Any]], ended: Collection[str] = ()) -> None:
+    def rebuild(
+        self,
+        logged: Mapping[str, Mapping[str, Any]],
+        ended: Collection[str] = (),
+        *,
+        moves: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        migrated: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision log.
 
         `logged` maps job_id -> its final PlacementDecision as found in the log. A reservation
         without a decision was never announced: drop it (its job replays). A logged placement
         missing from the table was announced but not recorded: record it. `ended` are jobs the
-        job-event log says finished: whatever the table says, their GPUs are free. Idempotent:
-        after a rebalance it runs again on live state, which also knows decisions not yet logged.
+        job-event log says finished: whatever the table says, their GPUs are free. `moves`
+        (job_id -> its MigrationDecisions, in log order) and `migrated` (job_id -> its MIGRATED
+        events) put a moved job on the GPUs it moved to and hold the targets of moves still in
+        flight (`Replanner.rebuild`). Idempotent: after a rebalance it runs again on live state,
+        which also knows decisions not yet logged.
         """
         for job_id in list(self.state.jobs):
             self.state.release(job_id)
@@ -90,19 +122,16 @@ class Scheduler:
                 self.reservations[job_id] = {**entry, "released": True}
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
-        for job_id, decision in logged.items():
+        for job_id, decision in logged.items():  # announced, but the table lost it
             if decision["outcome"] == "PLACED" and job_id not in self.reservations:
-                entry = {
-                    "region": decision["region"],
-                    "assignments": decision["assignments"],
-                    "gpu_model": decision.get("gpu_model"),
-                    "released": job_id in ended,
-                }
+                entry = _entry_of(decision, released=job_id in ended)
                 self.reservations[job_id] = entry
                 if not entry["released"]:
                     self._reserve_quietly(job_id, entry["assignments"])
         for job_id in [j for j in self.queue if j in self.final]:
             del self.queue[job_id]
+        if self.replanner is not None:
+            self.replanner.rebuild(moves or {}, migrated or {}, set(ended))
         log.info(
             "rebuilt nodes=%d final=%d held=%d queued=%d",
             len(self.nodes),
@@ -137,6 +166,7 @@ class Scheduler:
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
         job_id = job["job_id"]
+        self.clock.observe(int(job["ts"]))
         if job_id in self.final:
             return []
         submitted_ts = int(job["ts"])
@@ -153,7 +183,7 @@ class Scheduler:
         regions = [r for r, _ in ranked]
         routed = {
             "event_id": new_event_id(),
-            "ts": now_ms(),
+            "ts": self.clock.now(),
             "job": dict(job),
             "submitted_ts": submitted_ts,
             "region": regions[0],
@@ -183,21 +213,28 @@ class Scheduler:
 
     # -- placement ----------------------------------------------------------------------------
 
-    def place(self, routed: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
+    def place(
+        self, routed: Mapping[str, Any], *, started_ns: int, why: str | None = None
+    ) -> list[Outgoing]:
         """Regional choice for a RoutedJob; spill over, queue or reject when refused."""
         job = routed["job"]
         job_id, region = job["job_id"], routed["region"]
+        self.clock.observe(int(routed.get("ts") or 0))
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
         result = self.placer.place(job_spec(job), region)
         if result.placed:
-            placed = self._commit(routed, result, started_ns)
+            placed = self._commit(routed, result, started_ns, why)
             if placed is not None:
                 return [placed]
         return self._refused(routed, result, started_ns)
 
     def _commit(
-        self, routed: Mapping[str, Any], result: PlacementResult, started_ns: int
+        self,
+        routed: Mapping[str, Any],
+        result: PlacementResult,
+        started_ns: int,
+        why: str | None = None,
     ) -> Outgoing | None:
         job = routed["job"]
         job_id = job["job_id"]
@@ -210,20 +247,23 @@ class Scheduler:
             job,
             "PLACED",
             event_id=new_event_id(job_id, "final"),
-            ts=now_ms(),
+            ts=self.clock.now(),
             submitted_ts=int(routed["submitted_ts"]),
             attempt=int(routed["attempt"]),
             worker_us=int(routed.get("worker_us", 0)) + _us_since(started_ns),
             result=result,
+            reasons=[why] if why else None,
         )
         self.reservations[job_id] = {
-            "region": record["region"],
-            "assignments": record["assignments"],
-            "gpu_model": record["gpu_model"],
-            "released": False,
+            **_entry_of(record, released=False),
+            "job": dict(job),
+            "done_s": float(routed.get("done_s") or 0.0),
+            "restore_s": 0.0,
         }
         self.queue.pop(job_id, None)
         self.final.add(job_id)
+        if self.replanner is not None:
+            self.replanner.started(job_id, record["region"])
         return outgoing(
             DECISIONS_PLACEMENT,
             job_id,
@@ -247,7 +287,7 @@ class Scheduler:
             forwarded = {
                 **routed,
                 "event_id": new_event_id(),
-                "ts": now_ms(),
+                "ts": self.clock.now(),
                 "region": nxt,
                 "candidates": candidates[1:],
                 "attempt": int(routed["attempt"]) + 1,
@@ -258,12 +298,13 @@ class Scheduler:
             return [self._routed(forwarded)]
         submitted_ts, attempt = int(routed["submitted_ts"]), int(routed["attempt"])
         if queue_region == region:
-            self.queue[job["job_id"]] = {**routed, "refusals": refusals, "queued_ts": now_ms()}
+            now = self.clock.now()
+            self.queue[job["job_id"]] = {**routed, "refusals": refusals, "queued_ts": now}
             record = decision_record(
                 job,
                 "QUEUED",
                 event_id=new_event_id(job["job_id"], "queued"),
-                ts=now_ms(),
+                ts=now,
                 submitted_ts=submitted_ts,
                 attempt=attempt,
                 worker_us=worker_us,
@@ -314,7 +355,7 @@ class Scheduler:
             job,
             outcome,
             event_id=new_event_id(job_id, "final"),
-            ts=now_ms(),
+            ts=self.clock.now(),
             submitted_ts=submitted_ts,
             attempt=attempt,
             worker_us=_us_since(started_ns) if worker_us is None else worker_us,
@@ -329,20 +370,37 @@ class Scheduler:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def on_job_event(self, event: Mapping[str, Any]) -> list[Outgoing]:
-        """Release GPUs when a job ends; then try the region's queue."""
-        if event["type"] not in ("FINISHED", "FAILED", "EVICTED"):
+        """Release GPUs when a job ends, move them when it migrated; then decide again."""
+        kind, job_id = event["type"], event["job_id"]
+        self.clock.observe(int(event.get("ts") or 0))
+        if kind == "MIGRATED":
+            if self.replanner is None:
+                return []
+            return self._after_release(self.replanner.on_migrated(event))
+        if kind not in ("FINISHED", "FAILED", "EVICTED"):
             return []
-        job_id = event["job_id"]
+        if self.replanner is not None:
+            self.replanner.forget(job_id)
         entry = self.reservations.get(job_id)
         if entry is None or entry.get("released"):
             self.state.release(job_id)  # idempotent
             return []
         self.state.release(job_id)
         self.reservations[job_id] = {**entry, "released": True}
-        return self.retry_queue(entry["region"])
+        return self._after_release([entry["region"]])
+
+    def _after_release(self, regions: Sequence[str]) -> list[Outgoing]:
+        """Capacity came back: waiting jobs first, then running jobs that a faster GPU suits."""
+        out: list[Outgoing] = []
+        for region in regions:
+            out.extend(self.retry_queue(region))
+            if self.replanner is not None:
+                out.extend(self.replanner.better_match(region))
+        return out
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
-        """Place waiting jobs of a region, highest priority first, then oldest.
+        """Place waiting jobs of a region in the queue order (priority bands, then `fifo` or
+        `speed_aware`; `streams.queueing`).
 
         Jobs needing more whole GPUs than the region has free are skipped without scoring, and
         the scan stops after `max_refusals` refusals, so a release costs bounded work however
@@ -351,16 +409,27 @@ class Scheduler:
         waiting = [r for r in self.queue.values() if r["region"] == region]
         if not waiting:
             return []
-        waiting.sort(key=lambda r: (-int(r["job"].get("priority", 0)), int(r["queued_ts"])))
+        ordered = order_waiting(
+            waiting,
+            order=self.queue_order,
+            state=self.state,
+            region=region,
+            throughput=self.placer.throughput,
+            now_ms=self.clock.now(),
+            aging=self.replan.aging,
+        )
         free = sum(self.state.free_gpus(region).values())
         out: list[Outgoing] = []
         refused = 0
-        for routed in waiting:
+        for routed, ranked in ordered:
             job = routed["job"]
             need = int(job.get("gpu_count", 1)) if int(job.get("gpu_milli", 1000)) >= 1000 else 0
             if need > free:
                 continue
-            placed = self.place({**routed, "_retry": True}, started_ns=time.perf_counter_ns())
+            why = ranked.explain if self.queue_order != "fifo" else None
+            placed = self.place(
+                {**routed, "_retry": True}, started_ns=time.perf_counter_ns(), why=why
+            )
             if placed:
                 out.extend(placed)
                 free -= need
@@ -372,12 +441,34 @@ class Scheduler:
 
     def on_tick(self, now_ms: int) -> list[Outgoing]:
         """The scheduler's timer (worker: every `worker.replan_interval_s`; replay: `tick_s`):
-        retry every region's queue. Re-planning passes hook in here."""
-        regions = sorted({r["region"] for r in self.queue.values()})
-        return [msg for region in regions for msg in self.retry_queue(region)]
+        drop holds of moves not confirmed in time, retry every region's queue, and look for
+        running jobs a faster free GPU suits."""
+        self.clock.observe(now_ms)
+        regions = {r["region"] for r in self.queue.values()}
+        if self.replanner is not None:
+            regions |= set(self.replanner.expire())
+            regions |= {e["region"] for e in self.reservations.values() if not e.get("released")}
+        out: list[Outgoing] = []
+        for region in sorted(regions):
+            out.extend(self.retry_queue(region))
+            if self.replanner is not None:
+                out.extend(self.replanner.better_match(region))
+        return out
 
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)
+
+
+def _entry_of(decision: Mapping[str, Any], *, released: bool) -> dict[str, Any]:
+    """A reservations entry from a PLACED decision record."""
+    return {
+        "region": decision["region"],
+        "assignments": decision["assignments"],
+        "gpu_model": decision.get("gpu_model"),
+        "released": released,
+        "started_ms": int(decision["ts"]),
+        "speed": float(decision.get("expected_throughput") or 0.0),
+    }
 
 
 def _us_since(started_ns: int) -> int:

@@ -29,6 +29,7 @@ __all__ = ["BASE_MS", "HANDLERS", "Decided", "Decider", "ReplayResult", "run_rep
 
 BASE_MS = 1_700_000_000_000  # virtual epoch: trace second 0, in ms (Avro timestamps)
 Progress = Callable[[int, int], None]  # (events done, events total)
+IDLE_TICKS = 2
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def run_replay(
     result = ReplayResult(twin, arrivals_only=arrivals_only)
     decider.setup([node_record(n, BASE_MS) for n in trace.nodes])
     reports: deque[dict[str, Any]] = deque()  # executor -> scheduler, at the current time
-    jobs, i, done, arrived = trace.jobs, 0, 0, 0.0
+    jobs, i, done, arrived, idle_ticks = trace.jobs, 0, 0, 0.0, 0
     total = len(jobs) * (1 if arrivals_only else 2)
     ticking = tick_s is not None and tick_s > 0 and not arrivals_only
     next_tick = float(tick_s) if ticking else math.inf  # type: ignore[arg-type]
@@ -141,10 +142,16 @@ def run_replay(
                     twin.reject(job.job_id, twin.now)
                 result.arrivals.append((arrived, twin.alloc_rate))
                 out = []
-        elif math.isfinite(next_tick) and (i < len(jobs) or math.isfinite(next_finish)):
+        elif math.isfinite(next_tick) and (
+            i < len(jobs) or math.isfinite(next_finish) or idle_ticks < IDLE_TICKS
+        ):
             twin.advance_to(next_tick)
             out = decider.tick(_ms(next_tick))
             next_tick += float(tick_s)  # type: ignore[arg-type]
+            # with nothing running or to come, jobs may still wait for a round-based decider;
+            # give up after IDLE_TICKS ticks that decide nothing
+            busy = i < len(jobs) or math.isfinite(twin.next_finish())
+            idle_ticks = 0 if out or busy else idle_ticks + 1
         else:
             break
         reports.extend(_apply(result, out))

@@ -12,7 +12,9 @@ from typing import Any
 
 from gpuflow.replay.engine import Decided
 from infra.topics import JOBS_ROUTED, TOPICS
-from scorer import Catalog, ClusterState, ThroughputModel, make_placer
+from scorer import Catalog, ClusterState, ThroughputModel, make_placer, preset
+from scorer.replan import ReplanConfig
+from streams.clock import EventClock
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
@@ -28,11 +30,23 @@ class InProcessDecider:
         throughput: ThroughputModel | None = None,
         partitions: int = 4,
         catalog: Catalog | None = None,
+        replan: ReplanConfig | None = None,
     ) -> None:
         state = ClusterState(catalog)
         placer = make_placer(policy, state, throughput=throughput)
+        chosen = preset(policy)
         self.scheduler = Scheduler(
-            state, placer, reservations={}, queue={}, nodes={}, partitions=partitions, view_ttl_s=0
+            state,
+            placer,
+            reservations={},
+            queue={},
+            nodes={},
+            partitions=partitions,
+            view_ttl_s=0,
+            moves={},
+            replan=(replan or ReplanConfig()) if chosen.replan else None,
+            queue_order=chosen.queue,
+            clock=EventClock(),
         )
 
     def setup(self, nodes: Sequence[Mapping[str, Any]]) -> None:
