@@ -18,6 +18,7 @@ from typing import Any, get_type_hints
 
 from infra.errors import ConfigError
 from infra.topics import RegionPartitioner
+from scorer.replan import ReplanConfig
 
 __all__ = [
     "BrokerConfig",
@@ -116,7 +117,13 @@ class WorkerConfig:
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
+    clock: str = "wall"  # "event": time is the events' timestamps and ticks come by POST /tick/
+    catalog_file: str = ""  # YAML/JSON catalogue adding or overriding GPU models; empty: built-in
     log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        if self.clock not in ("wall", "event"):
+            raise ConfigError(f"worker.clock: must be wall or event, got {self.clock!r}")
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,7 @@ class Config:
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
+    replan: ReplanConfig = field(default_factory=ReplanConfig)  # decide again (docs/replanning.md)
 
     @property
     def store_dsn(self) -> str:
@@ -256,7 +264,7 @@ def load_config(
 def config_env(config: Config) -> dict[str, str]:
     """GPUFLOW_* variables that reproduce `config` in a child process (e.g. the worker)."""
     env = {"GPUFLOW_DATA_DIR": str(config.data_dir.resolve())}
-    for section in ("kafka", "broker", "store", "worker"):
+    for section in ("kafka", "broker", "store", "worker", "replan"):
         values = getattr(config, section)
         for f in dataclasses.fields(values):
             value = getattr(values, f.name)

@@ -26,6 +26,7 @@ __all__ = [
     "NODE_INVENTORY",
     "NODE_TELEMETRY",
     "REGION_STATE",
+    "REPLAN_TICKS",
     "TOPICS",
     "RegionPartitioner",
     "TopicSpec",
@@ -41,6 +42,7 @@ class TopicSpec:
     compacted: bool = False
     region_keyed: bool = False  # partition = region_partition(region)
     retention_ms: int | None = None
+    history: bool = True  # kept in ClickHouse (control topics are not)
 
 
 NODE_INVENTORY = "gpuflow.node.inventory"
@@ -57,6 +59,7 @@ DECISIONS_MIGRATION = "gpuflow.decisions.migration"
 DECISIONS_BANDWIDTH = "gpuflow.decisions.bandwidth"
 FORECASTS_DEMAND = "gpuflow.forecasts.demand"
 DEADLETTER = "gpuflow.deadletter"
+REPLAN_TICKS = "gpuflow.replan.ticks"  # the scheduler's timer, per region (control)
 
 TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(NODE_INVENTORY, "NodeInventory", compacted=True, region_keyed=True),
@@ -73,6 +76,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(DECISIONS_BANDWIDTH, "BandwidthQuota"),
     TopicSpec(FORECASTS_DEMAND, "DemandForecast"),
     TopicSpec(DEADLETTER, "DeadLetter"),
+    TopicSpec(REPLAN_TICKS, "ReplanTick", region_keyed=True, history=False),
 )
 
 _BY_EVENT = {t.event: t.name for t in TOPICS}

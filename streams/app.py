@@ -19,6 +19,7 @@ from infra.errors import ConfigError
 from infra.topics import (
     GRID_SIGNALS,
     JOBS_EVENTS,
+    REPLAN_TICKS,
     JOBS_ROUTED,
     JOBS_SUBMITTED,
     NODE_INVENTORY,
@@ -26,8 +27,19 @@ from infra.topics import (
     TOPICS,
 )
 from schemas import make_codec
-from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
+from scorer import (
+    PRESETS,
+    Catalog,
+    ClusterState,
+    Placer,
+    ThroughputModel,
+    load_catalog,
+    load_gavel_csv,
+    make_placer,
+    preset,
+)
 from scorer.errors import GpuflowError, UnknownPluginError
+from streams.clock import EventClock, WallClock
 from streams.consumer_state import consumer_state
 from streams.history_process import HistoryProcess
 from streams.regions import RemoteRegions
@@ -103,9 +115,10 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     }
     tables = {
         name: app.Table(f"{name}", default=None, partitions=config.kafka.partitions)
-        for name in ("reservations", "queue", "nodes")
+        for name in ("reservations", "queue", "nodes", "moves")
     }
-    state = ClusterState()
+    state = ClusterState(_catalog(config))
+    traits = preset(config.worker.policy) if config.worker.policy in PRESETS else None
     scheduler = Scheduler(
         state,
         _placer(config, state),
@@ -115,6 +128,10 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         partitions=config.kafka.partitions,
         region_order=config.kafka.regions_pinned,
         view_ttl_s=config.worker.view_ttl_s,
+        moves=tables["moves"],
+        replan=config.replan if traits is not None and traits.replan else None,
+        queue_order=traits.queue if traits is not None else "fifo",
+        clock=EventClock() if config.worker.clock == "event" else WallClock(),
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
     remote = RemoteRegions(config, codec)
@@ -174,6 +191,17 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                 continue
             await rt.ensure_ready()
             await rt.send_all(rt.scheduler.on_job_event(record))
+            rt.job_events += 1
+
+    @app.agent(topics[REPLAN_TICKS], name="gpuflow.replan")
+    async def replan(stream: Any) -> None:
+        async for event in stream.events():
+            record = await rt.decode(event, "ReplanTick", "replan")
+            if record is None:
+                continue
+            await rt.ensure_ready()
+            await rt.send_all(rt.scheduler.on_tick(_ms(record["ts"]), [record["region"]]))
+            rt.ticks += 1
 
     @app.agent(topics[NODE_INVENTORY], name="gpuflow.inventory")
     async def inventory(stream: Any) -> None:
@@ -204,18 +232,30 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
 def _placer(config: Config, state: ClusterState) -> Placer:
     """The configured placer preset over this worker's state."""
     try:
-        return make_placer(config.worker.policy, state, throughput=_throughput(config))
+        return make_placer(
+            config.worker.policy, state, throughput=_throughput(config, state.catalog)
+        )
     except UnknownPluginError as exc:
         raise ConfigError(f"worker.policy: {exc}") from exc
 
 
-def _throughput(config: Config) -> ThroughputModel | None:
+def _catalog(config: Config) -> Catalog | None:
+    """The built-in catalogue, or it with a catalogue file's models added or overridden."""
+    if not config.worker.catalog_file:
+        return None
+    try:
+        return load_catalog(config.worker.catalog_file)
+    except GpuflowError as exc:
+        raise ConfigError(f"worker.catalog_file: {exc}") from exc
+
+
+def _throughput(config: Config, catalog: Catalog | None = None) -> ThroughputModel | None:
     """Measured speeds when configured; the scorer falls back to its roofline estimate."""
     path = config.worker.throughput_csv
     if not path:
         return None
     try:
-        return load_gavel_csv(path)
+        return load_gavel_csv(path, catalog)
     except (OSError, GpuflowError) as exc:
         raise ConfigError(f"worker.throughput_csv: {exc}") from exc
 
@@ -246,8 +286,13 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
                     r: {"free_gpus": dict(v.free_gpus), "total_gpus": dict(v.total_gpus)}
                     for r, v in views.items()
                 },
-                "held_jobs": len(rt.scheduler.state.jobs),
+                "held_jobs": len(rt.scheduler.state.jobs) - len(rt.scheduler.moves_in_flight()),
                 "queued_jobs": len(rt.scheduler.queue),
+                "moves_in_flight": len(rt.scheduler.moves_in_flight()),
+                "sent": dict(rt.sent),
+                "job_events": rt.job_events,
+                "ticks": rt.ticks,
+                "clock_ms": rt.scheduler.clock.now(),
                 "final_decisions": len(rt.scheduler.final),
                 "stale_nodes": sorted(rt.fleet.stale),
             }
@@ -278,12 +323,19 @@ def _register_timers(app: faust.App, rt: Runtime) -> None:
             rt.stalls.observe(consumer_state(app)["partitions"])
 
     @app.timer(rt.config.worker.replan_interval_s)
-    async def replan() -> None:
-        if rt._ready.is_set():
-            await rt.send_all(rt.scheduler.on_tick(int(time.time() * 1000)))
+    async def replan_timer() -> None:
+        """The timer runs as a tick per region this worker holds, through the region's
+        partition, so its table writes land where the region's events do."""
+        if rt._ready.is_set() and rt.config.worker.clock == "wall":
+            await rt.send_all(rt.scheduler.ticks(int(time.time() * 1000)))
 
     @app.timer(rt.config.worker.summary_interval_s)
     async def summarise() -> None:
         if rt._ready.is_set():
             await rt.send_all(rt.fleet.mark_stale())
             await rt.send_all(rt.fleet.summaries())
+
+
+def _ms(value: Any) -> int:
+    """Avro timestamp-millis may arrive decoded as a datetime."""
+    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)

@@ -3,7 +3,9 @@
 At start the worker reads `gpuflow.decisions.placement` from the beginning to its end and keeps
 each job's final decision (PLACED or REJECTED). A crash between "decision produced" and "table
 updated" (or the other way round) is then healed by `Scheduler.rebuild`, so a replay after a
-crash neither decides a job twice nor loses a decision.
+crash neither decides a job twice nor loses a decision. Migrations are read the same way
+(`gpuflow.decisions.migration`, and the executor's MIGRATED reports on `gpuflow.jobs.events`),
+so a moved job comes back on the GPUs it moved to and a move still in flight keeps its hold.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from infra.config import KafkaConfig
 from infra.kafka import consumer
-from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS
+from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS
 from schemas import Codec, DecodeError
 
-__all__ = ["read_ended_jobs", "read_final_decisions"]
+__all__ = ["read_ended_jobs", "read_final_decisions", "read_job_log", "read_migrations"]
 
 log = logging.getLogger(__name__)
 
@@ -87,3 +89,31 @@ def read_ended_jobs(
     return {
         r["job_id"] for r in _read_topic(kafka, codec, topic, timeout_s) if r.get("type") in _ENDED
     }
+
+
+def read_job_log(
+    kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
+) -> tuple[set[str], dict[str, list[dict[str, Any]]]]:
+    """One pass over the job-event log: the jobs that ended, and each job's MIGRATED reports
+    (in log order)."""
+    ended: set[str] = set()
+    migrated: dict[str, list[dict[str, Any]]] = {}
+    for r in _read_topic(kafka, codec, topic, timeout_s):
+        if r.get("type") in _ENDED:
+            ended.add(r["job_id"])
+        elif r.get("type") == "MIGRATED":
+            migrated.setdefault(r["job_id"], []).append(r)
+    return ended, migrated
+
+
+def read_migrations(
+    kafka: KafkaConfig, codec: Codec, *, topic: str = DECISIONS_MIGRATION, timeout_s: float = 60.0
+) -> dict[str, list[dict[str, Any]]]:
+    """job_id -> its MigrationDecisions in log order (duplicates from redelivery dropped)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    seen: set[str] = set()
+    for r in _read_topic(kafka, codec, topic, timeout_s):
+        if r["event_id"] not in seen:
+            seen.add(r["event_id"])
+            out.setdefault(r["job_id"], []).append(r)
+    return out

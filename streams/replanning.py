@@ -90,6 +90,10 @@ class Replanner:
         move = self.moves.get(job_id)
         return move is not None and move.get("status") == "pending"
 
+    def regions(self) -> set[str]:
+        """Regions with jobs holding GPUs."""
+        return set(self._live.values())
+
     def started(self, job_id: str, region: str) -> None:
         """A job now holds GPUs in `region` (placed, or moved there)."""
         self._live[job_id] = region

@@ -15,7 +15,7 @@ from infra.topics import DEADLETTER, NODE_INVENTORY
 from schemas import Codec, CodecError
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
-from streams.ledger import read_ended_jobs, read_final_decisions
+from streams.ledger import read_final_decisions, read_job_log, read_migrations
 from streams.metrics import Metrics
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
@@ -40,6 +40,9 @@ class Runtime:
         self._inventory_targets: dict[int, int] = {}
         self.inventory_seen: dict[int, int] = {}
         self.dirty = False
+        self.sent: dict[str, int] = {}  # messages sent per topic (the replay's lockstep reads it)
+        self.job_events = 0  # job events the lifecycle agent has finished handling
+        self.ticks = 0  # timer ticks handled
         self.metrics = Metrics()
         self.stalls = StallWatch(config.worker.stall_after_s)
 
@@ -64,9 +67,12 @@ class Runtime:
         logged = await loop.run_in_executor(
             None, read_final_decisions, self.config.kafka, self.codec
         )
-        ended = await loop.run_in_executor(None, read_ended_jobs, self.config.kafka, self.codec)
+        ended, migrated = await loop.run_in_executor(
+            None, read_job_log, self.config.kafka, self.codec
+        )
+        moves = await loop.run_in_executor(None, read_migrations, self.config.kafka, self.codec)
         self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends)
-        self.scheduler.rebuild(logged, ended)
+        self.scheduler.rebuild(logged, ended, moves=moves, migrated=migrated)
         self._ready.set()
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
 
@@ -102,6 +108,7 @@ class Runtime:
             await self.topics[msg.topic].send(
                 key=msg.key.encode(), value=value, partition=msg.partition
             )
+            self.sent[msg.topic] = self.sent.get(msg.topic, 0) + 1
 
     async def dead_letter(self, message: Any, error: Exception | str, consumer_name: str) -> None:
         """Park bytes we cannot use, with why and where they came from; the stream goes on."""

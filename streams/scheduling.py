@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Mapping, MutableMapping, Seque
 from typing import Any
 
 from infra.jobspec import job_problems
-from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
+from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, REPLAN_TICKS, RegionPartitioner
 from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank_regions
 from scorer.replan import ReplanConfig
 from streams.clock import Clock, WallClock
@@ -439,21 +439,42 @@ class Scheduler:
                     break
         return out
 
-    def on_tick(self, now_ms: int) -> list[Outgoing]:
-        """The scheduler's timer (worker: every `worker.replan_interval_s`; replay: `tick_s`):
-        drop holds of moves not confirmed in time, retry every region's queue, and look for
-        running jobs a faster free GPU suits."""
+    def ticks(self, now_ms: int) -> list[Outgoing]:
+        """The worker's timer as one ReplanTick per region it holds (`on_tick` runs when each
+        comes back through the region's partition)."""
+        return [
+            outgoing(
+                REPLAN_TICKS,
+                region,
+                {"event_id": new_event_id(), "ts": now_ms, "region": region},
+                region=region,
+                partition_of=self.partition_of,
+            )
+            for region in self.state.regions
+            if self.state.slots(region).size
+        ]
+
+    def on_tick(self, now_ms: int, regions: Collection[str] | None = None) -> list[Outgoing]:
+        """The scheduler's timer for `regions` (None: all; worker: a ReplanTick every
+        `worker.replan_interval_s`; replay: `tick_s`): drop holds of moves not confirmed in
+        time, retry the queue, and look for running jobs a faster free GPU suits."""
         self.clock.observe(now_ms)
-        regions = {r["region"] for r in self.queue.values()}
+        active = {r["region"] for r in self.queue.values()}
         if self.replanner is not None:
-            regions |= set(self.replanner.expire())
-            regions |= {e["region"] for e in self.reservations.values() if not e.get("released")}
+            active |= set(self.replanner.expire())
+            active |= self.replanner.regions()
+        if regions is not None:
+            active &= set(regions)
         out: list[Outgoing] = []
-        for region in sorted(regions):
+        for region in sorted(active):
             out.extend(self.retry_queue(region))
             if self.replanner is not None:
                 out.extend(self.replanner.better_match(region))
         return out
+
+    def moves_in_flight(self) -> list[str]:
+        """Jobs with a migration committed and not yet confirmed (their targets are held)."""
+        return [j for j, m in self.moves.items() if m.get("status") == "pending"]
 
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)

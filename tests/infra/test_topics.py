@@ -28,6 +28,7 @@ DESIGN_TOPICS = {
     "gpuflow.decisions.bandwidth": "BandwidthQuota",
     "gpuflow.forecasts.demand": "DemandForecast",
     "gpuflow.deadletter": "DeadLetter",
+    "gpuflow.replan.ticks": "ReplanTick",  # control: the scheduler's timer, per region
 }
 # Region-scoped topics share a partition per region so one worker owns a region (co-partitioning).
 REGION_KEYED = {
@@ -38,6 +39,7 @@ REGION_KEYED = {
     "gpuflow.decisions.placement",
     "gpuflow.decisions.preemption",
     "gpuflow.decisions.migration",
+    "gpuflow.replan.ticks",
 }
 
 
