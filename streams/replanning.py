@@ -18,17 +18,20 @@ per region (`region_max_moves` moves begun in any `region_window_s`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Mapping, MutableMapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from infra.topics import DECISIONS_MIGRATION, RegionPartitioner
-from scorer import ClusterState, JobSpec, Placer, ReservationError
+from scorer import Assignment, ClusterState, JobSpec, Placer, ReservationError
+from scorer.fragmix import LearnedMix
 from scorer.replan import (
     MoveProposal,
     ReplanConfig,
     RunningJob,
     Statement,
     better_match,
+    free_node_for,
     hold_key,
     movable,
 )
@@ -36,7 +39,9 @@ from streams.clock import Clock
 from streams.convert import assignment_records, job_spec, parse_assignments
 from streams.outbox import Outgoing, new_event_id, outgoing
 
-__all__ = ["Replanner", "running_job"]
+__all__ = ["SPREAD_GAIN", "Replanner", "running_job"]
+
+SPREAD_GAIN = 1.5  # a spread gang this much faster on one node is worth a node freed for it
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +88,10 @@ class Replanner:
         self._tried: dict[str, tuple[object, int]] = {}  # failed tries (scorer.replan)
         self._live: dict[str, str] = {}  # job_id -> region of jobs holding GPUs
         self._quiet: dict[str, tuple[object, int]] = {}  # region -> (free GPUs, next due ms)
+        # defragmentation in flight: gang -> {region, node, room (hold key)}; the node's GPUs
+        # are held for the gang as its movers leave (in memory: a restart lets them go)
+        self.rooms: dict[str, dict[str, Any]] = {}
+        self.mix = LearnedMix()  # the job mix the region's fragmentation is measured against
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -126,21 +135,26 @@ class Replanner:
 
     # -- passes -------------------------------------------------------------------------------
 
-    def better_match(self, region: str) -> list[Outgoing]:
-        """Moves of `region`'s running jobs to faster free GPUs that pay (targets held).
+    def better_match(self, region: str, only: Collection[str] | None = None) -> list[Outgoing]:
+        """Moves of `region`'s running jobs (`only` these, if given) to faster free GPUs that
+        pay (targets held).
 
         A pass that found nothing is not repeated until the region's free GPUs change or the
         first job it tried passes its next checkpoint (when a move would lose less)."""
         now = self.parts.clock.now()
         free = self.parts.state.free_gpus(region)
         signature = tuple(sorted(free.items()))
-        quiet = self._quiet.get(region)
+        quiet = self._quiet.get(region) if only is None else None
         if not free or (quiet is not None and quiet[0] == signature and now < quiet[1]):
             return []
         budget = min(self.config.max_moves_per_pass, self.region_budget(region, now))
         if budget <= 0:
             return []
-        runs = [r for r in self.running(region) if movable(r, now, self.config) is None]
+        runs = [
+            r
+            for r in self.running(region)
+            if movable(r, now, self.config) is None and (only is None or r.job_id in only)
+        ]
         statement = Statement(self.parts.state)
         proposals = better_match(
             self.parts.state,
@@ -152,7 +166,7 @@ class Replanner:
             budget=budget,
             tried=self._tried,
         )
-        if not proposals:  # nothing pays: quiet until a tried job's next checkpoint or cooldown
+        if not proposals and only is None:  # nothing pays: quiet until a checkpoint or cooldown
             due = [self._tried[r.job_id][1] for r in runs if r.job_id in self._tried]
             cooled = [
                 r.last_move_ms + int(self.config.job_cooldown_s * 1000)
@@ -162,6 +176,102 @@ class Replanner:
             later = [t for t in (*due, *cooled) if t > now]
             self._quiet[region] = (signature, min(later, default=now + 3_600_000))
         return [self._commit(p, now) for p in proposals]
+
+    def defragment(self, region: str) -> list[Outgoing]:
+        """If a gang waits in `region`, free one node for it by moving a few short jobs (one
+        gang at a time per region; `scorer.replan.defrag`)."""
+        if any(r["region"] == region for r in self.rooms.values()):
+            return []
+        now = self.parts.clock.now()
+        budget = min(self.config.defrag_moves_per_pass, self.region_budget(region, now))
+        gangs = self._waiting_gangs(region)
+        if budget <= 0 or not gangs:
+            return []
+        runs = self.running(region)
+        for gang in gangs:
+            statement = Statement(self.parts.state)
+            plan = free_node_for(
+                self.parts.state, self.parts.placer, gang, region, runs, now, self.config,
+                statement, self.mix, budget=budget,
+            )  # fmt: skip
+            if plan is None:
+                continue
+            before, after = plan.fragmentation
+            log.info(
+                "defragmentation region=%s gang=%s node=%s moves=%d wait_s=%.0f cost_s=%.0f "
+                "fragmentation=%.0f->%.0f",
+                region, gang.job_id, plan.node_id, len(plan.moves), plan.wait_s, plan.cost_s,
+                before, after,
+            )  # fmt: skip
+            self.rooms[gang.job_id] = {
+                "region": region,
+                "node": plan.node_id,
+                "room": f"{gang.job_id}#room",
+                "movers": [m.run.job_id for m in plan.moves],
+            }
+            note = f"region fragmentation (FGD) {before / 1000:.2f} -> {after / 1000:.2f} GPUs"
+            return self.commit_all([replace(m, explain=(*m.explain, note)) for m in plan.moves])
+        return []
+
+    def _waiting_gangs(self, region: str) -> list[JobSpec]:
+        """Queued gangs of `region` (whole GPUs, two or more), oldest first; then running gangs
+        spread over nodes that would run at least `SPREAD_GAIN` times as fast on one node."""
+        out = []
+        for routed in sorted(self.parts.queue.values(), key=lambda r: int(r["queued_ts"])):
+            job = routed["job"]
+            if routed["region"] != region or job["job_id"] in self.rooms:
+                continue
+            self.mix.observe(
+                job["job_id"], int(job.get("gpu_count", 1)), int(job.get("gpu_milli", 1000)),
+                int(job.get("cpu_milli") or 0), int(job.get("memory_mib") or 0),
+            )  # fmt: skip
+            if int(job.get("gpu_count", 1)) >= 2 and int(job.get("gpu_milli", 1000)) >= 1000:
+                out.append(job_spec(job))
+        now, tp = self.parts.clock.now(), self.parts.placer.throughput
+        for run in self.running(region):
+            spread = len({a.node_id for a in run.assignments}) > 1
+            if not spread or run.job_id in self.rooms or movable(run, now, self.config):
+                continue
+            if tp.relative_speed(run.job, run.gpu_model) >= SPREAD_GAIN * run.speed:
+                out.append(run.job)
+        return out
+
+    def room_ready(self, region: str) -> list[str]:
+        """Gangs of `region` whose node is free now (every mover left): release the room so
+        the gang can take it, and try them first."""
+        ready = []
+        for gang, room in list(self.rooms.items()):
+            if room["region"] != region or any(self.pending(j) for j in room["movers"]):
+                continue
+            self.parts.state.release(room["room"])
+            del self.rooms[gang]
+            ready.append(gang)
+        return ready
+
+    def _hold_room(self, mover: str) -> None:
+        """A defragmentation mover left: hold its node's free GPUs for the gang."""
+        for room in self.rooms.values():
+            if mover in room["movers"]:
+                state = self.parts.state
+                slot = state.slot_of(room["node"])
+                state.release(room["room"])
+                free = [
+                    g for g in range(int(state.gpu_count[slot])) if state.free_milli[slot, g] > 0
+                ]
+                if free:
+                    state.reserve(
+                        room["room"],
+                        [
+                            Assignment(room["node"], (g,), int(state.free_milli[slot, g]))
+                            for g in free
+                        ],
+                    )
+
+    def drop_room(self, gang: str) -> None:
+        """The gang was placed (or ended): its room is no longer needed."""
+        room = self.rooms.pop(gang, None)
+        if room is not None:
+            self.parts.state.release(room["room"])
 
     def commit_all(self, proposals: Sequence[MoveProposal]) -> list[Outgoing]:
         """Commit proposals whose targets a Statement already holds."""
@@ -180,7 +290,7 @@ class Replanner:
             "to_region": target.region or run.region,
             "to_assignments": assignment_records(target.assignments),
             "reason": p.reason,
-            "expected_gain": round(p.cost.saved_s, 3),
+            "expected_gain": round(p.expected_gain, 3),
             "from_gpu_model": run.gpu_model,
             "to_gpu_model": target.gpu_model or "",
             "from_throughput": round(run.speed, 6),
@@ -221,6 +331,9 @@ class Replanner:
                 self.parts.state.release(move["hold"])
                 self.moves[job_id] = {**move, "status": "expired"}
                 regions.append(move["decision"]["to_region"])
+                gang = move["decision"].get("for_job_id")
+                if gang:
+                    self.drop_room(gang)
                 log.warning("migration expired job_id=%s (no MIGRATED in time)", job_id)
         return regions
 
@@ -252,6 +365,8 @@ class Replanner:
         del self.moves[job_id]
         self.parts.reservations[job_id] = self._moved_entry(entry, decision, event)
         self._live[job_id] = decision["to_region"]
+        if decision.get("for_job_id"):
+            self._hold_room(job_id)
         return sorted({decision["from_region"], decision["to_region"]})
 
     def _moved_entry(
@@ -327,7 +442,9 @@ class Replanner:
                 del self.moves[job_id]
             elif move.get("status") == "pending":
                 try:
-                    state.reserve(move["hold"], parse_assignments(move["decision"]["to_assignments"]))
+                    state.reserve(
+                        move["hold"], parse_assignments(move["decision"]["to_assignments"])
+                    )
                 except ReservationError as exc:
                     log.warning("cannot restore migration hold job_id=%s: %s", job_id, exc)
 
@@ -341,6 +458,3 @@ def _confirmed(
         if sorted(event.get("node_ids") or ()) == nodes and event["ts"] >= decision["ts"]:
             return event
     return None
-
-
-_ = JobSpec

@@ -264,6 +264,7 @@ class Scheduler:
         self.final.add(job_id)
         if self.replanner is not None:
             self.replanner.started(job_id, record["region"])
+            self.replanner.drop_room(job_id)
         return outgoing(
             DECISIONS_PLACEMENT,
             job_id,
@@ -393,9 +394,25 @@ class Scheduler:
         """Capacity came back: waiting jobs first, then running jobs that a faster GPU suits."""
         out: list[Outgoing] = []
         for region in regions:
-            out.extend(self.retry_queue(region))
-            if self.replanner is not None:
-                out.extend(self.replanner.better_match(region))
+            out.extend(self._replan(region))
+        return out
+
+    def _replan(self, region: str) -> list[Outgoing]:
+        """Waiting jobs first (a gang whose node was just freed for it before all), then
+        running jobs a faster free GPU suits, then defragmentation for waiting gangs."""
+        out: list[Outgoing] = []
+        if self.replanner is not None:
+            for gang in self.replanner.room_ready(region):
+                routed = self.queue.get(gang)
+                if routed is not None:
+                    why = "defragmentation freed a node for this gang"
+                    out.extend(self.place({**routed, "_retry": True}, started_ns=0, why=why))
+                else:  # a running gang spread over nodes: consolidate it on the freed node
+                    out.extend(self.replanner.better_match(region, only={gang}))
+        out.extend(self.retry_queue(region))
+        if self.replanner is not None:
+            out.extend(self.replanner.better_match(region))
+            out.extend(self.replanner.defragment(region))
         return out
 
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
@@ -467,9 +484,7 @@ class Scheduler:
             active &= set(regions)
         out: list[Outgoing] = []
         for region in sorted(active):
-            out.extend(self.retry_queue(region))
-            if self.replanner is not None:
-                out.extend(self.replanner.better_match(region))
+            out.extend(self._replan(region))
         return out
 
     def moves_in_flight(self) -> list[str]:

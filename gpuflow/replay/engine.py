@@ -143,7 +143,9 @@ def run_replay(
                 result.arrivals.append((arrived, twin.alloc_rate))
                 out = []
         elif math.isfinite(next_tick) and (
-            i < len(jobs) or math.isfinite(next_finish) or idle_ticks < IDLE_TICKS
+            i < len(jobs)
+            or math.isfinite(next_finish)
+            or (idle_ticks < IDLE_TICKS and _waiting(twin))
         ):
             twin.advance_to(next_tick)
             out = decider.tick(_ms(next_tick))
@@ -158,6 +160,13 @@ def run_replay(
         if progress is not None:
             progress(min(done, total), total)
     return result
+
+
+def _waiting(twin: Twin) -> bool:
+    """Some submitted job has neither run to its end nor been rejected, and is not running."""
+    return any(
+        r.end_s is None and not r.rejected and not r.running for r in twin.runs.values()
+    )
 
 
 def _apply(result: ReplayResult, decided: list[Decided]) -> list[dict[str, Any]]:

@@ -39,6 +39,11 @@ class MoveProposal:
     reason: str  # MigrationReason: BETTER_MATCH, DEFRAGMENTATION
     explain: tuple[str, ...]
     for_job: str = ""  # the waiting job a defragmentation move makes room for
+    gain_s: float | None = None  # what the move gains (default: the job's own time saved)
+
+    @property
+    def expected_gain(self) -> float:
+        return self.cost.saved_s if self.gain_s is None else self.gain_s
 
 
 class Statement:
