@@ -84,15 +84,17 @@ class ExecutorTwin:
         self._moves_seen: set[str] = set()
         self._runs: dict[str, _Run] = {}
         self._due: list[tuple[float, str, int]] = []  # (when, job_id, epoch)
+        self._producer: Any = None
 
     def run(self, stop: threading.Event) -> None:
         """Consume decisions and emit job events until `stop` is set."""
         c = consumer(self.config.kafka, self.group_id)
-        p = producer(self.config.kafka)
+        self._producer = producer(self.config.kafka)
         c.subscribe([DECISIONS_PLACEMENT, DECISIONS_MIGRATION])
         consumed = False
         try:
             while not stop.is_set():
+                p = self._producer  # replaced if librdkafka gives it up (see _emit)
                 for msg in c.consume(500, timeout=0.1):
                     if msg.error():
                         continue
@@ -106,7 +108,7 @@ class ExecutorTwin:
         except KafkaException as exc:
             log.error("executor stopped: %s", exc)
         finally:
-            p.flush(5)
+            self._producer.flush(5)
             c.close()
 
     def _on_message(self, p: Any, msg: Any) -> None:
@@ -206,7 +208,16 @@ class ExecutorTwin:
         }
         value = self.codec.encode("JobEvent", record, topic=JOBS_EVENTS)
         partition = self.partition_of(region)
-        p.produce(JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition)
+        try:
+            p.produce(JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition)
+        except KafkaException as exc:
+            if not exc.args[0].fatal():
+                raise
+            log.error("executor producer failed for good (%s); starting a new one", exc)
+            self._producer = producer(self.config.kafka)
+            self._producer.produce(
+                JOBS_EVENTS, key=job_id.encode(), value=value, partition=partition
+            )
 
 
 def _epoch_ms(value: Any) -> int:

@@ -90,6 +90,7 @@ def _node(region: RegionSpec, pool: PoolSpec, node_id: str, zone: str, rack: str
         "compute_capability": env.compute_capability,
         "driver_version": driver if env.vendor == "nvidia" else None,
         "mig_enabled": pool.mig_enabled,
+        "software_stack": pool.software_stack,
         "labels": {"pool": pool.name, "vendor": env.vendor, "simulated": "true"},
     }
 

@@ -86,6 +86,7 @@ class NodeAgent:
             "compute_capability": first.compute_capability,
             "driver_version": g.driver_version,
             "mig_enabled": any(x.mig_enabled for x in g.gpus),
+            "software_stack": g.software_stack,
             "labels": {k: str(v) for k, v in labels.items()},
         }
 

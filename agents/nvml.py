@@ -69,7 +69,9 @@ class NvmlReader:
         islands = nvlink_islands(nv, self.handles)
         linked = any(len(g) > 1 for g in islands)
         labels = {"pcie_topology": pcie_topology_label(nv, self.handles)}
-        return NodeGpus(tuple(gpus), driver, "nvlink" if linked else "pcie", islands, labels)
+        cuda = self._optional(lambda: int(nv.nvmlSystemGetCudaDriverVersion()))
+        stack = f"cuda-{cuda // 1000}.{cuda % 1000 // 10}" if cuda else ""  # 12060 -> cuda-12.6
+        return NodeGpus(tuple(gpus), driver, "nvlink" if linked else "pcie", islands, labels, stack)
 
     def _gpu_info(self, i: int, h: Any) -> GpuInfo:
         nv = self.nv

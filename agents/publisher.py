@@ -74,14 +74,17 @@ class EventPublisher:
                  codec: Codec | None = None) -> None:  # fmt: skip
         self.config = config
         self.codec = codec or make_codec(config.kafka.schema_registry_url or None)
-        self.producer = producer or make_producer(
-            config.kafka,
-            **{"linger.ms": 20, "batch.num.messages": 10000,
-               "queue.buffering.max.messages": 500000, "queue.buffering.max.kbytes": 1048576},
-        )  # fmt: skip
+        self.producer = producer or self._new_producer()
         self.partitions = self._partition_counts()
         self.stats = PublishStats()
         self._since_poll = 0
+
+    def _new_producer(self) -> Producer:
+        return make_producer(
+            self.config.kafka,
+            **{"linger.ms": 20, "batch.num.messages": 10000,
+               "queue.buffering.max.messages": 500000, "queue.buffering.max.kbytes": 1048576},
+        )  # fmt: skip
 
     def _partition_counts(self) -> dict[str, int]:
         counts = dict.fromkeys(_REGION_KEYED, self.config.kafka.partitions)
@@ -101,7 +104,7 @@ class EventPublisher:
         name, key_field = _EVENT[topic], _KEY_FIELD[topic]
         parts = self.partitions.get(topic)
         part_of: dict[str, int] = {}
-        encode, produce = self.codec.encode, self.producer.produce
+        encode = self.codec.encode
         n = size = 0
         for ev in events:
             value = encode(name, ev, topic=topic)
@@ -112,7 +115,7 @@ class EventPublisher:
                 if p is None:
                     p = part_of[region] = self.config.kafka.partitioner(parts)(region)
                 kwargs["partition"] = p
-            self._produce(produce, topic, value, ev[key_field], kwargs)
+            self._produce(topic, value, ev[key_field], kwargs)
             n += 1
             size += len(value)
             if topic == NODE_TELEMETRY:
@@ -122,14 +125,20 @@ class EventPublisher:
         self.stats.by_topic[topic] = self.stats.by_topic.get(topic, 0) + n
         return n
 
-    def _produce(self, produce: Any, topic: str, value: bytes, key: str,
-                 kwargs: dict[str, Any]) -> None:  # fmt: skip
+    def _produce(self, topic: str, value: bytes, key: str, kwargs: dict[str, Any]) -> None:
         while True:
             try:
-                produce(topic, value, key, **kwargs)
+                self.producer.produce(topic, value, key, **kwargs)
                 break
             except BufferError:  # local queue full: let librdkafka drain, then retry
                 self.producer.poll(0.05)
+            except KafkaException as exc:
+                if not exc.args[0].fatal():
+                    raise
+                # e.g. the broker lost its log (a memory:// restart): the idempotent producer's
+                # sequence no longer matches, and librdkafka gives that producer up for good
+                log.error("producer failed for good (%s); starting a new one", exc)
+                self.producer = self._new_producer()
         self._since_poll += 1
         if self._since_poll >= 2000:
             self.producer.poll(0)

@@ -45,6 +45,7 @@ class NodeGpus:
     interconnect: str = "pcie"
     nvlink_islands: tuple[tuple[int, ...], ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    software_stack: str = ""  # "cuda-12.6" from the driver; "" = unknown (issue 16)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ import yaml
 from agents.errors import FleetSpecError
 from agents.models import physics
 from agents.tiers import TierPolicy
+from scorer.errors import InvalidSpecError
+from scorer.stacks import parse_stack
 
 __all__ = [
     "FaultRates",
@@ -48,6 +50,7 @@ class PoolSpec:
     cpu_milli: int = 0
     memory_mib: int = 0
     mig_enabled: bool = False
+    software_stack: str = ""  # "cuda-12.4", "rocm-6.2", "cann-8.0"; "" = the vendor's, any version
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,17 @@ def _pool(raw: Mapping[str, Any], where: str) -> PoolSpec:
         cpu_milli=_get(raw, "cpu_milli", where, int, 0),
         memory_mib=_get(raw, "memory_mib", where, int, 0),
         mig_enabled=_get(raw, "mig_enabled", where, bool, False),
+        software_stack=_stack(raw, where),
     )
+
+
+def _stack(raw: Mapping[str, Any], where: str) -> str:
+    text = _get(raw, "software_stack", where, str, "")
+    try:
+        parse_stack(text)
+    except InvalidSpecError as exc:
+        raise FleetSpecError(f"{where}.software_stack", str(exc).partition(": ")[2]) from None
+    return text.strip().lower()
 
 
 def _region(name: str, raw: Mapping[str, Any]) -> RegionSpec:

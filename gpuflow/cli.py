@@ -14,10 +14,13 @@ import typer
 from rich.console import Console
 
 from gpuflow.commands.agent import agent
+from gpuflow.commands.deploy import create_topics
 from gpuflow.commands.generate import generate
 from gpuflow.commands.jobs import submit, topics, watch
 from gpuflow.commands.replay import replay
+from gpuflow.commands.schemas_cmd import schemas_command
 from gpuflow.commands.sql import sql
+from gpuflow.commands.top import top
 from gpuflow.commands.up import up
 from scorer.errors import GpuflowError
 
@@ -39,6 +42,9 @@ app.command("topics")(topics)
 app.command("agent")(agent)
 app.command("sql")(sql)
 app.command("replay")(replay)
+app.command("top")(top)
+app.command("schemas")(schemas_command)
+app.command("create-topics")(create_topics)
 app.command("generate")(generate)
 
 

@@ -10,6 +10,7 @@ from rich.markup import escape
 __all__ = ["decision_line"]
 
 _STYLE = {"PLACED": "green", "QUEUED": "yellow", "REJECTED": "red"}
+REASON_CHARS = 160  # a decision line stays one screen line or two
 
 
 def _nodes(decision: Mapping[str, Any]) -> str:
@@ -33,10 +34,16 @@ def decision_line(decision: Mapping[str, Any]) -> str:
             f"{head} -> {decision['region']} {decision['gpu_model']}x{decision['gpu_count']} "
             f"{_nodes(decision)}  score {decision['score']:.0f} ({top})"
         )
-    refusals = ", ".join(f"{k}: {v:,} nodes" for k, v in decision.get("refusals", {}).items())
-    reasons = "; ".join(decision.get("reasons") or ())
+    reasons = list(decision.get("reasons") or ())
+    first = _short(reasons[0]) if reasons else ""
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
     where = f" in {decision['region']}" if decision.get("region") else ""
-    return escape_tail(head, f"{where}  {reasons}" + (f" [{refusals}]" if refusals else ""))
+    return escape_tail(head, f"{where}  {first}{more}")
+
+
+def _short(reason: str) -> str:
+    """One reason, at most `REASON_CHARS` (the event keeps them all, whole)."""
+    return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + "…"
 
 
 def escape_tail(head: str, tail: str) -> str:

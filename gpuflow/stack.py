@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -22,7 +23,7 @@ from infra.errors import InfraError
 from infra.kafka import ensure_topics
 from infra.process import ChildProcess
 
-__all__ = ["Stack", "WorkerProcess"]
+__all__ = ["Stack", "WorkerProcess", "worker_config"]
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +31,10 @@ log = logging.getLogger(__name__)
 class WorkerProcess:
     """One `python -m streams` worker, with its log in the data dir."""
 
-    def __init__(self, config: Config, *, name: str = "worker") -> None:
+    def __init__(self, config: Config, *, name: str = "worker", log_dir: Path | None = None):
         self.config = config
-        self.log_path = config.data_dir / f"{name}.log"
+        self.name = name
+        self.log_path = (log_dir or config.data_dir) / f"{name}.log"
         self._proc = ChildProcess(name, self.log_path)
 
     @property
@@ -40,6 +42,7 @@ class WorkerProcess:
         return self._proc.pid
 
     def start(self) -> WorkerProcess:
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)  # Faust's datadir goes here
         env = {**os.environ, **config_env(self.config), "PYTHONUNBUFFERED": "1"}
         pid = self._proc.start([sys.executable, "-m", "streams"], env)
         log.info("worker started pid=%s log=%s", pid, self.log_path)
@@ -59,16 +62,40 @@ class WorkerProcess:
     def log_tail(self, chars: int = 2000) -> str:
         return self._proc.log_tail(chars)
 
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once stopped (negative: the signal that ended it)."""
+        return self._proc.returncode
+
 
 class Stack:
-    """Broker (unless external), topics, worker, and background threads, as one context."""
+    """Broker (unless external), topics, N workers, and background threads, as one context.
 
-    def __init__(self, config: Config) -> None:
+    The workers share one app id, so Kafka splits the region partitions over them; each has its
+    own web port and Faust data dir. With the embedded chDB store only the first worker runs
+    the history sink (one process per chDB directory); with a ClickHouse server every worker
+    does, and they share its consumer group.
+    """
+
+    def __init__(self, config: Config, *, workers: int = 1) -> None:
+        if workers < 1:
+            raise InfraError(f"workers: must be >= 1, got {workers}")
+        if workers > config.kafka.partitions:
+            raise InfraError(
+                f"workers: {workers} workers on {config.kafka.partitions} partitions would leave "
+                f"{workers - config.kafka.partitions} idle; raise kafka.partitions"
+            )
         self.config = config
+        self.n_workers = workers
         self.broker: EmbeddedBroker | None = None
-        self.worker: WorkerProcess | None = None
+        self.workers: list[WorkerProcess] = []
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
+
+    @property
+    def worker(self) -> WorkerProcess | None:
+        """The first worker (it owns the embedded history store)."""
+        return self.workers[0] if self.workers else None
 
     def start(self, *, worker: bool = True) -> Stack:
         cfg = self.config
@@ -81,7 +108,10 @@ class Stack:
         self.config = cfg
         ensure_topics(cfg.kafka)
         if worker:
-            self.worker = WorkerProcess(cfg).start()
+            for i in range(self.n_workers):
+                name = "worker" if i == 0 else f"worker-{i}"
+                proc = WorkerProcess(worker_config(cfg, i), name=name, log_dir=cfg.data_dir)
+                self.workers.append(proc.start())
         return self
 
     def spawn(self, name: str, target: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
@@ -98,17 +128,19 @@ class Stack:
         self._threads.append(thread)
 
     def check_worker(self) -> None:
-        if self.worker is not None and not self.worker.alive():
-            raise InfraError(
-                f"worker exited; log {self.worker.log_path}:\n{self.worker.log_tail()}"
-            )
+        for proc in self.workers:
+            if not proc.alive():
+                raise InfraError(f"{proc.name} exited; log {proc.log_path}:\n{proc.log_tail()}")
 
     def stop(self) -> None:
         self.stop_event.set()
         for thread in self._threads:
             thread.join(15)
-        if self.worker is not None:
-            self.worker.stop()
+        stoppers = [threading.Thread(target=w.stop, name=f"stop-{w.name}") for w in self.workers]
+        for t in stoppers:  # together: each leaves the group within its own bound
+            t.start()
+        for t in stoppers:
+            t.join()
         if self.broker is not None:
             self.broker.stop()
 
@@ -119,6 +151,24 @@ class Stack:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def worker_config(cfg: Config, index: int) -> Config:
+    """The config of worker `index` of a stack: its own web port and data dir; with the
+    embedded chDB store only worker 0 sinks history (its directory allows one process)."""
+    if index == 0:
+        return cfg
+    embedded_store = cfg.store_dsn.startswith("chdb://")
+    return dataclasses.replace(
+        cfg,
+        data_dir=cfg.data_dir / f"worker-{index}",
+        worker=dataclasses.replace(cfg.worker, web_port=free_port(cfg.worker.web_host)),
+        store=dataclasses.replace(
+            cfg.store,
+            enabled=cfg.store.enabled and not embedded_store,
+            dsn=cfg.store.dsn or cfg.store_dsn,
+        ),
+    )
 
 
 def _port_busy(host: str, port: int) -> bool:

@@ -21,11 +21,14 @@ from infra.topics import RegionPartitioner
 from scorer.replan import ReplanConfig
 
 __all__ = [
+    "AuthConfig",
     "BrokerConfig",
     "Config",
     "KafkaConfig",
     "StoreConfig",
     "WorkerConfig",
+    "config_env",
+    "config_key",
     "load_config",
 ]
 
@@ -114,16 +117,64 @@ class WorkerConfig:
     replan_interval_s: float = 5.0  # the scheduler's timer: queue sweeps, re-planning passes
     stale_after_s: float = 10.0  # node heartbeat missing this long => unhealthy
     stall_after_s: float = 30.0  # fetched records not reaching a stream this long => not live
+    max_clock_skew_s: float = 300.0  # an event stamped further ahead than this is dead-lettered
+    max_regions: int = 64  # node/job events naming a region beyond this many are dead-lettered
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
-    clock: str = "wall"  # "event": time is the events' timestamps and ticks come by POST /tick/
+    # issue 16: penalty (0..100) a portable job's score pays per stack, "rocm=20,cann=35"
+    porting_penalty: str = ""
+    shutdown_timeout_s: float = 20.0  # SIGTERM: commit, leave the group, exit within this
+    remote_view_max_age_s: float = 60.0  # other workers' region summaries older are dropped
+    clock: str = "wall"  # "event": time is the events' timestamps; ticks come as ReplanTicks
     catalog_file: str = ""  # YAML/JSON catalogue adding or overriding GPU models; empty: built-in
     log_level: str = "warning"
 
     def __post_init__(self) -> None:
+        _ = self.porting_penalties  # a bad value fails at load, naming the setting
         if self.clock not in ("wall", "event"):
             raise ConfigError(f"worker.clock: must be wall or event, got {self.clock!r}")
+
+    @property
+    def porting_penalties(self) -> dict[str, float]:
+        """`porting_penalty` parsed; unnamed families keep the scorer's defaults."""
+        out: dict[str, float] = {}
+        for item in filter(None, (p.strip() for p in self.porting_penalty.split(","))):
+            family, sep, value = item.partition("=")
+            try:
+                penalty = float(value)
+            except ValueError:
+                penalty = -1.0
+            if not sep or not family.strip() or not 0 <= penalty <= 100:
+                raise ConfigError(
+                    f"worker.porting_penalty: expected family=0..100 pairs, got {item!r}"
+                )
+            out[family.strip().lower()] = penalty
+        return out
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """Tenant identity: signed `JobSubmitted` events (schemas.signing, docs/security.md).
+
+    Worker side: `keys` ("tenant:key_id:secret", comma separated) and/or `keys_file` (one entry
+    a line). When any key is configured, every submission must be signed. Client side
+    (`gpuflow submit`): `tenant`, `key_id` and `secret` of the key to sign with.
+    """
+
+    keys: str = ""
+    keys_file: str = ""
+    max_age_s: float = 300.0  # a signed submission older (or newer) than this is refused
+    tenant: str = ""
+    key_id: str = ""
+    secret: str = ""
+
+    def __repr__(self) -> str:  # never print secrets
+        return (
+            f"AuthConfig(keys={'***' if self.keys else ''!r}, keys_file={self.keys_file!r}, "
+            f"max_age_s={self.max_age_s!r}, tenant={self.tenant!r}, key_id={self.key_id!r}, "
+            f"secret={'***' if self.secret else ''!r})"
+        )
 
 
 @dataclass(frozen=True)
@@ -133,6 +184,7 @@ class Config:
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
     replan: ReplanConfig = field(default_factory=ReplanConfig)  # decide again (docs/replanning.md)
 
     @property
@@ -261,10 +313,34 @@ def load_config(
     return _build(Config, "", values)
 
 
+def config_key(env_name: str) -> str | None:
+    """The setting a `GPUFLOW_*` environment variable sets (`kafka.partitions`), or None.
+
+    `GPUFLOW_KAFKA_CLIENT_*` pass through to librdkafka (`kafka.client.sasl.username`).
+    """
+    if not env_name.startswith("GPUFLOW_"):
+        return None
+    rest = env_name[len("GPUFLOW_") :].lower()
+    if rest == "data_dir":
+        return "data_dir"
+    if rest == "config":
+        return "config"  # the file to read, not a setting in it
+    if rest in _ENV_ALIASES:
+        return ".".join(_ENV_ALIASES[rest])
+    if rest.startswith("kafka_client_") and len(rest) > len("kafka_client_"):
+        return "kafka.client." + rest[len("kafka_client_") :].replace("_", ".")
+    sections = {n: t for n, t in get_type_hints(Config).items() if dataclasses.is_dataclass(t)}
+    section, _, name = rest.partition("_")
+    if section not in sections:
+        return None
+    fields = {f.name for f in dataclasses.fields(sections[section])} - {"client"}
+    return f"{section}.{name}" if name in fields else None
+
+
 def config_env(config: Config) -> dict[str, str]:
     """GPUFLOW_* variables that reproduce `config` in a child process (e.g. the worker)."""
     env = {"GPUFLOW_DATA_DIR": str(config.data_dir.resolve())}
-    for section in ("kafka", "broker", "store", "worker", "replan"):
+    for section in ("kafka", "broker", "store", "worker", "auth", "replan"):
         values = getattr(config, section)
         for f in dataclasses.fields(values):
             value = getattr(values, f.name)

@@ -18,6 +18,9 @@ import yaml
 
 from infra.errors import InfraError
 from schemas import default_schemas
+from scorer.errors import InvalidSpecError
+from scorer.stacks import parse_stack
+from scorer.types import FINETUNES, OPTIMIZERS, SHARDINGS, choice
 
 __all__ = ["JOB_KINDS", "PRECISIONS", "JobSpecError", "job_problems", "job_record", "load_job_file"]
 
@@ -34,12 +37,23 @@ _INT_FIELDS = (
     "memory_mib",
     "priority",
     "checkpoint_interval_s",
+    "micro_batch",  # issue 16: memory model
+    "seq_len",
 )
 _FLOAT_FIELDS = ("params_b", "cost_speed_preference", "expected_duration_s", "budget_usd")
 _LIST_FIELDS = ("allowed_gpu_models", "allowed_regions")
 _LONG_FIELDS = ("memory_mib", "total_steps", "deferrable_until_ts")  # Avro long; others are int
-_BOOL_FIELDS = ("preemptible", "checkpointable", "cross_region_ok")
+_BOOL_FIELDS = (
+    "preemptible",
+    "checkpointable",
+    "cross_region_ok",
+    "optimizer_offload",
+    "activation_checkpointing",
+)
+# issue 16: memory-model choices, normalised as the scorer does ("zero-3" -> "ZERO3")
+_CHOICES = {"sharding": SHARDINGS, "finetune": FINETUNES, "optimizer": OPTIMIZERS}
 _TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
+_STAMPED = ("event_id", "ts", "schema", "key_id", "signature")  # set when sent, not by users
 
 
 class JobSpecError(InfraError, ValueError):
@@ -48,6 +62,12 @@ class JobSpecError(InfraError, ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value as one short line: printable names as they are, anything else by repr."""
+    text = value if isinstance(value, str) and value.isprintable() else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _job_fields() -> set[str]:
@@ -89,8 +109,14 @@ def _coerce(name: str, value: Any) -> Any:
             raise ValueError
         if name in ("kind", "precision"):
             return str(value).upper()
+        if name in _CHOICES:
+            return choice(value, _CHOICES[name], name, empty_ok=name == "sharding")
+        if name == "software_stack":
+            return str(value).strip().lower()
+    except InvalidSpecError as exc:
+        raise JobSpecError(name, str(exc).partition(": ")[2]) from None
     except (TypeError, ValueError):
-        raise JobSpecError(name, f"cannot use {value!r}") from None
+        raise JobSpecError(name, f"cannot use {_shown(value)}") from None
     return str(value)
 
 
@@ -123,6 +149,25 @@ def job_problems(job: Mapping[str, Any]) -> list[str]:
     duration = job.get("expected_duration_s")
     if duration is not None and float(duration) <= 0:
         out.append("expected_duration_s: must be > 0")
+    return out + _memory_and_stack_problems(job)
+
+
+def _memory_and_stack_problems(job: Mapping[str, Any]) -> list[str]:
+    """Issue 16's fields: memory-model choices, sizes and the software stack."""
+    out = []
+    for name, allowed in _CHOICES.items():
+        default = "" if name == "sharding" else allowed[0]
+        try:
+            choice(job.get(name, default), allowed, name, empty_ok=name == "sharding")
+        except InvalidSpecError as exc:
+            out.append(str(exc))
+    for name in ("micro_batch", "seq_len"):
+        if int(job.get(name) or 0) < 0:
+            out.append(f"{name}: must be >= 0")
+    try:
+        parse_stack(str(job.get("software_stack") or "portable"))
+    except InvalidSpecError as exc:
+        out.append(str(exc))
     return out
 
 
@@ -132,8 +177,8 @@ def job_record(spec: Mapping[str, Any], *, now_ms: int | None = None) -> dict[st
     record: dict[str, Any] = {}
     for key, value in spec.items():
         name = str(key).replace("-", "_")
-        if name not in fields or name in ("event_id", "ts", "schema"):
-            raise JobSpecError(name, "unknown field")
+        if name not in fields or name in _STAMPED:
+            raise JobSpecError(_shown(name), "unknown field")
         record[name] = _coerce(name, value)
     record.setdefault("job_id", f"job-{uuid.uuid4().hex[:12]}")
     record["event_id"] = str(uuid.uuid4())

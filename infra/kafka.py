@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -11,18 +12,35 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.config import KafkaConfig
-from infra.errors import BrokerError
+from infra.errors import BrokerError, ConfigError
 from infra.topics import TOPICS, TopicSpec
 
 __all__ = [
+    "SECURITY_KEYS",
     "admin",
     "committed_offsets",
     "consumer",
     "end_offsets",
     "ensure_topics",
     "producer",
+    "ssl_context",
+    "topic_config",
     "topic_offsets",
 ]
+
+# The librdkafka keys (`[kafka.client]`, GPUFLOW_KAFKA_CLIENT_*) that also configure the
+# worker's aiokafka clients (streams.app._credentials): one set of keys for both.
+SECURITY_KEYS = (
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +93,7 @@ def ensure_topics(
             s.name,
             num_partitions=kafka.partitions,
             replication_factor=kafka.replication_factor,
-            config=_topic_config(s),
+            config=topic_config(s),
         )
         for s in wanted
     ]
@@ -91,7 +109,7 @@ def ensure_topics(
     return created
 
 
-def _topic_config(spec: TopicSpec) -> dict[str, str]:
+def topic_config(spec: TopicSpec) -> dict[str, str]:
     conf = {"cleanup.policy": "compact" if spec.compacted else "delete"}
     if spec.retention_ms is not None:
         conf["retention.ms"] = str(spec.retention_ms)
@@ -168,3 +186,25 @@ def topic_offsets(kafka: KafkaConfig, topics: Iterable[str]) -> Mapping[str, int
     finally:
         c.close()
     return {topic: sum(end_offsets(kafka, topic).values()) - low for topic, low in lows.items()}
+
+
+def ssl_context(client: Mapping[str, str]) -> ssl.SSLContext:
+    """A TLS context from librdkafka's ssl.* keys, for clients that want one (aiokafka).
+
+    Verifies the broker against `ssl.ca.location` (else the system store), presents
+    `ssl.certificate.location` + `ssl.key.location` when given (mutual TLS), and skips the
+    host-name check only when `ssl.endpoint.identification.algorithm` is "none".
+    """
+    try:
+        context = ssl.create_default_context(cafile=client.get("ssl.ca.location") or None)
+        if client.get("ssl.certificate.location"):
+            context.load_cert_chain(
+                client["ssl.certificate.location"],
+                client.get("ssl.key.location") or None,
+                client.get("ssl.key.password") or None,
+            )
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"kafka.client ssl.*: {exc}") from None
+    if str(client.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
+        context.check_hostname = False
+    return context

@@ -28,6 +28,7 @@ class ChildProcess:
         self.log_path = log_path
         self.own_group = own_group
         self._proc: subprocess.Popen[bytes] | None = None
+        self.returncode: int | None = None  # once stopped or killed
 
     @property
     def pid(self) -> int | None:
@@ -65,7 +66,7 @@ class ChildProcess:
         proc, self._proc = self._proc, None
         if proc is not None:
             self._signal(proc, signal.SIGKILL)
-            proc.wait(timeout_s)
+            self.returncode = proc.wait(timeout_s)
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """SIGTERM, then SIGKILL after `timeout_s`."""
@@ -79,6 +80,7 @@ class ChildProcess:
             log.warning("%s pid=%s ignored SIGTERM; killing", self.name, proc.pid)
             self._signal(proc, signal.SIGKILL)
             proc.wait(10)
+        self.returncode = proc.returncode
         log.info("%s stopped pid=%s", self.name, proc.pid)
 
     def log_tail(self, chars: int = 2000) -> str:

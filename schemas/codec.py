@@ -36,6 +36,10 @@ class Codec(Protocol):
         """Return (event name, record); raise DecodeError for anything unreadable."""
         ...
 
+    def writer(self, data: bytes) -> EventSchema:
+        """The schema decodable `data` was written with (to re-encode it exactly)."""
+        ...
+
 
 def _write_body(schema: EventSchema, record: Mapping[str, Any]) -> bytes:
     buf = io.BytesIO()
@@ -85,6 +89,13 @@ class SingleObjectCodec:
         except UnknownSchemaError as exc:
             raise DecodeError(str(exc)) from exc
         return writer.name, _read_body(writer, reader, data[_HEADER:])
+
+    def writer(self, data: bytes) -> EventSchema:
+        """The schema `data` was written with (DecodeError when unknown)."""
+        try:
+            return self.schemas.by_fp(bytes(data[2:_HEADER]))
+        except UnknownSchemaError as exc:
+            raise DecodeError(str(exc)) from exc
 
 
 class ConfluentCodec:
@@ -148,13 +159,15 @@ class ConfluentCodec:
     def decode(self, data: bytes | None, *, topic: str = "") -> tuple[str, dict[str, Any]]:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise DecodeError(f"expected bytes, got {type(data).__name__}")
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise DecodeError(f"expected bytes, got {type(data).__name__}")
         data = bytes(data)
         if len(data) < 5 or data[0] != 0:
             raise DecodeError(f"not Confluent wire format (starts {data[:4].hex() or 'empty'})")
         writer = self._writer(struct.unpack(">I", data[1:5])[0])
         return writer.name, _read_body(writer, self.schemas.get(writer.name), data[5:])
+
+    def writer(self, data: bytes) -> EventSchema:
+        """The schema `data` was written with (DecodeError when unknown)."""
+        return self._writer(struct.unpack(">I", bytes(data[1:5]))[0])
 
 
 def make_codec(schema_registry_url: str | None = None, **registry_conf: Any) -> Codec:

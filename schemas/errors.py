@@ -5,13 +5,21 @@ GpuflowError
     ├── UnknownSchemaError     no schema of that name or fingerprint is known
     ├── EncodeError            a record does not match its schema
     └── DecodeError            bytes are not a known, well-formed event
+└── KeySpecError               a tenant signing key is malformed (schemas.signing)
 """
 
 from __future__ import annotations
 
 from scorer.errors import GpuflowError
 
-__all__ = ["CodecError", "DecodeError", "EncodeError", "GpuflowError", "UnknownSchemaError"]
+__all__ = [
+    "CodecError",
+    "DecodeError",
+    "EncodeError",
+    "GpuflowError",
+    "KeySpecError",
+    "UnknownSchemaError",
+]
 
 
 class CodecError(GpuflowError):
@@ -28,3 +36,7 @@ class EncodeError(CodecError):
 
 class DecodeError(CodecError):
     """Bytes are not a known, well-formed event."""
+
+
+class KeySpecError(GpuflowError):
+    """A tenant signing key is malformed or listed twice."""

@@ -18,6 +18,7 @@ from scorer.errors import (
     UnknownPluginError,
 )
 from scorer.framework import CycleContext, FilterPlugin, Insufficient, ScorePlugin, Status
+from scorer.memory import MemoryNeed, memory_advice, memory_need, memory_need_mib, memory_refusal
 from scorer.placer import Placer
 from scorer.policies import PRESETS, PlacerPreset, make_placer, preset
 from scorer.registry import (
@@ -32,13 +33,7 @@ from scorer.registry import (
 )
 from scorer.router import rank_regions
 from scorer.state import ClusterState
-from scorer.throughput import (
-    GAVEL_CSV,
-    ThroughputModel,
-    gavel_throughputs,
-    load_gavel_csv,
-    memory_need_mib,
-)
+from scorer.throughput import GAVEL_CSV, ThroughputModel, gavel_throughputs, load_gavel_csv
 from scorer.types import Assignment, JobSpec, NodeSpec, PlacementResult, RegionView
 from scorer.weights import job_weights
 
@@ -60,6 +55,7 @@ __all__ = [
     "Insufficient",
     "InvalidSpecError",
     "JobSpec",
+    "MemoryNeed",
     "NodeSpec",
     "PlacementResult",
     "Placer",
@@ -80,7 +76,10 @@ __all__ = [
     "load_catalog",
     "load_gavel_csv",
     "make_placer",
+    "memory_advice",
+    "memory_need",
     "memory_need_mib",
+    "memory_refusal",
     "preset",
     "rank_regions",
     "register_filter",

@@ -10,7 +10,7 @@ H100 SXM5, H200 SXM), Huawei Ascend 910B public specs, AMD Instinct MI300X datas
 
 from __future__ import annotations
 
-__all__ = ["ALIASES", "MODELS"]
+__all__ = ["ALIASES", "COMPUTE_CAPABILITY", "MODELS"]
 
 # name, vendor, arch, fp32, tf32, bf16, fp16, fp8, int8, mem_gb, bw_gbs,
 # interconnect, link_gbs, mig, flash_attention, power_w, price_per_gpu_hour
@@ -44,6 +44,12 @@ MODELS: tuple[tuple[object, ...], ...] = (
      "infinity_fabric", 896, False, True, 750, 6.00),
 )
 # fmt: on
+
+# CUDA compute capability of the NVIDIA parts (which SM architectures a CUDA build must target)
+COMPUTE_CAPABILITY: dict[str, float] = {
+    "K80": 3.7, "P100": 6.0, "V100-16": 7.0, "V100-32": 7.0, "T4": 7.5, "A10G": 8.6, "L4": 8.9,
+    "L40S": 8.9, "A100-40": 8.0, "A100-80": 8.0, "H100": 9.0, "H200": 9.0,
+}  # fmt: skip
 
 # Gavel's lowercase names and common spellings; the 16 GB V100 is Gavel's v100.
 ALIASES: dict[str, str] = {

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from scorer._catalog_data import ALIASES, MODELS
+from scorer._catalog_data import ALIASES, COMPUTE_CAPABILITY, MODELS
 from scorer.errors import CatalogError
 
 __all__ = ["OPAQUE_BASE", "Catalog", "GpuModelSpec", "default_catalog", "load_catalog"]
@@ -48,6 +48,7 @@ class GpuModelSpec:
     flash_attention: bool = False
     power_w: float = 300.0
     price_per_gpu_hour: float = 0.0
+    compute_capability: float = 0.0  # CUDA SM version (9.0 = Hopper); 0 = not a CUDA part
 
     @property
     def fp8(self) -> bool:
@@ -128,8 +129,10 @@ class Catalog:
 
 
 def _spec_from_row(row: tuple[object, ...]) -> GpuModelSpec:
-    names = [f.name for f in fields(GpuModelSpec)]
-    return GpuModelSpec(**dict(zip(names, row, strict=True)))  # type: ignore[arg-type]
+    names = [f.name for f in fields(GpuModelSpec)][: len(row)]
+    values: dict[str, object] = dict(zip(names, row, strict=True))
+    values["compute_capability"] = COMPUTE_CAPABILITY.get(str(values["name"]), 0.0)
+    return GpuModelSpec(**values)  # type: ignore[arg-type]
 
 
 _DEFAULT: Catalog | None = None

@@ -7,7 +7,6 @@ node with a `Status` listing every reason; a score plugin returns 0..100 per fea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol, runtime_checkable
@@ -17,6 +16,7 @@ import numpy as np
 from scorer.state import ClusterState
 from scorer.throughput import ThroughputModel
 from scorer.types import JobSpec
+from scorer.units import gib
 
 __all__ = [
     "CycleContext",
@@ -26,20 +26,36 @@ __all__ = [
     "ScorePlugin",
     "Status",
     "clamp_score",
-    "first_refused",
 ]
 
 
 @dataclass(frozen=True)
 class Insufficient:
-    """One unmet need: `requested` of `resource`, of which the node offers `free`."""
+    """One unmet need: `requested` of `resource`, of which the node offers `free`.
+
+    `unit` says how a person reads the numbers: "MiB" prints as GiB, "milli" as cores or
+    GPU shares, "" as a plain count ("gpus: needs 8 free, has 3").
+    """
 
     resource: str
     requested: float
     free: float
+    unit: str = ""
 
     def __str__(self) -> str:
-        return f"{self.resource}: requested {self.requested:g}, free {self.free:g}"
+        return f"{self.resource}: needs {_human(self.requested, self.unit)}, has " + _human(
+            self.free, self.unit
+        )
+
+
+def _human(value: float, unit: str) -> str:
+    if unit == "MiB":
+        return gib(value)
+    if unit == "cpu_milli":
+        return f"{value / 1000:g} cores"
+    if unit == "gpu_milli":
+        return f"{value / 1000:g} GPU"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:.3g}"
 
 
 @dataclass(frozen=True)
@@ -178,9 +194,3 @@ class ScorePlugin(Protocol):
 def clamp_score(values: np.ndarray) -> np.ndarray:
     """Clip to 0..100 (np.clip's dispatch costs more than two ufuncs on small arrays)."""
     return np.minimum(np.maximum(values, 0.0), 100.0)
-
-
-def first_refused(mask: np.ndarray, slots: Sequence[int] | np.ndarray) -> int | None:
-    """Slot of the first refused node, for an example in explanations."""
-    idx = np.flatnonzero(~mask)
-    return int(slots[idx[0]]) if idx.size else None

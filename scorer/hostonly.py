@@ -55,9 +55,7 @@ def place_host_only(state: ClusterState, job: JobSpec, region: str | None) -> Pl
     score = 100.0 if total == 0 else 50.0 * (1.0 - int(state.free_whole[best]) / total)
     return PlacementResult(
         placed=True,
-        assignments=(
-            Assignment(state.spec(best).node_id, (), 0, job.cpu_milli, job.memory_mib),
-        ),
+        assignments=(Assignment(state.spec(best).node_id, (), 0, job.cpu_milli, job.memory_mib),),
         region=state.region_name(int(state.region[best])),
         gpu_model=None,
         score=round(score, 3),

@@ -6,13 +6,23 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from scorer.framework import CycleContext, FilterPlugin, ModelVectors, first_refused
-from scorer.throughput import ThroughputModel, memory_need_mib
+from scorer.framework import CycleContext, FilterPlugin, ModelVectors
+from scorer.memory import memory_need_mib
+from scorer.throughput import ThroughputModel
 from scorer.types import Assignment, JobSpec, PlacementResult
 
-__all__ = ["Pick", "model_vectors", "never_fits", "placed_result", "refused_result"]
+__all__ = [
+    "USER_CHOICES",
+    "Pick",
+    "filter_reasons",
+    "model_vectors",
+    "never_fits",
+    "placed_result",
+    "refused_result",
+]
 
 Pick = tuple[int, tuple[int, ...], int]  # slot, GPU indices, milli per GPU
+USER_CHOICES = ("gpu_model", "region", "software_stack")  # the job's own constraints
 BREAKDOWN_TOP = 4
 
 
@@ -84,19 +94,8 @@ def refused_result(
     region: str | None,
 ) -> PlacementResult:
     total = ctx.slots.shape[0]
-    reasons = []
-    if total == 0:
-        reasons.append(f"no nodes in region {region}" if region else "no nodes")
-    for plugin, mask in masks:
-        example = first_refused(mask, ctx.slots)
-        if example is None:
-            continue
-        node_id = ctx.state.spec(example).node_id
-        status = plugin.explain(ctx, example)
-        reasons.append(
-            f"{plugin.name}: refused {total - int(mask.sum())} of {total} nodes "
-            f"(e.g. {node_id}: {status})"
-        )
+    reasons = [f"no nodes in region {region}" if region else "no nodes"] if total == 0 else []
+    reasons += filter_reasons(ctx, masks)
     refusals = dict(refusals)
     if candidates.size:
         usable = int(ctx.state.free_whole[candidates].sum())
@@ -111,6 +110,45 @@ def refused_result(
         reasons=tuple(reasons),
         never_fits=never_fits(ctx, masks),
     )
+
+
+def filter_reasons(
+    ctx: CycleContext, masks: Sequence[tuple[FilterPlugin, np.ndarray]]
+) -> list[str]:
+    """One short line per refusing filter, the decisive first.
+
+    Filters that apply the job's own allow-lists (`USER_CHOICES`) come last: "H100 is not an
+    allowed GPU model" explains little when the allowed H100s were refused for memory. The
+    others are ordered by how many of the allowed nodes they refuse, and each explains one of
+    those (its `example` when it has one: the memory filter picks the largest GPU).
+    """
+    total = ctx.slots.shape[0]
+    user_masks = [(p.name, m) for p, m in masks if p.name in USER_CHOICES]
+    admitted = np.ones(total, bool)
+    for _, mask in user_masks:
+        admitted &= mask
+    ranked: list[tuple[tuple[int, int], str]] = []
+    for plugin, mask in masks:
+        refused = np.flatnonzero(~mask)
+        if not refused.size:
+            continue
+        user = plugin.name in USER_CHOICES
+        in_scope = refused if user else refused[admitted[refused]]
+        # the example: a node the job's other constraints allow ("K80 runs cuda-11.4" rather
+        # than a node of a GPU model the job excluded anyway)
+        others = np.ones(total, bool)
+        for name, other in user_masks:
+            if name != plugin.name:
+                others &= other
+        preferred = refused[others[refused]]
+        pool = ctx.slots[preferred if preferred.size else refused]
+        pick = getattr(plugin, "example", None)
+        example = int(pick(ctx, pool)) if pick else int(pool[0])
+        line = f"{plugin.name}: {plugin.explain(ctx, example)} ({refused.size} of {total} nodes)"
+        # refusing allowed nodes decides; then the job's own constraints; then the rest
+        rank = 1 if user else (0 if in_scope.size else 2)
+        ranked.append(((rank, -int(in_scope.size if not user else refused.size)), line))
+    return [line for _, line in sorted(ranked, key=lambda r: r[0])]
 
 
 def never_fits(ctx: CycleContext, masks: Sequence[tuple[FilterPlugin, np.ndarray]]) -> bool:

@@ -3,13 +3,13 @@ the caller reserves the proposal (policy separate from mechanism)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
 
 from scorer.framework import CycleContext, FilterPlugin, ModelVectors, ScorePlugin
-from scorer.gang import pick_gpus, pick_share, plan_spread
+from scorer.gang import GangPlan, pick_gpus, pick_share, plan_spread
 from scorer.hostonly import place_host_only
 from scorer.outcome import Pick, model_vectors, placed_result, refused_result
 from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES, build_filter, build_score
@@ -21,6 +21,8 @@ from scorer.types import JobSpec, PlacementResult
 from scorer.weights import job_weights
 
 __all__ = ["Placer"]
+
+GroupOf = Callable[[np.ndarray], np.ndarray]  # candidate slots -> group id each
 
 
 class Placer:
@@ -52,6 +54,44 @@ class Placer:
     def place(self, job: JobSpec, region: str | None = None) -> PlacementResult:
         if job.cpu_only:
             return place_host_only(self.state, job, region)
+        ctx, masks, refusals, candidates = self._filter(job, region)
+        weights = self._weights(job)
+        if candidates.size:
+            # a gang that may spread is placed both ways; spreading pays a topology penalty,
+            # so it wins only when it reaches much better GPUs than any single node offers
+            options = [
+                self._place_single(ctx, candidates, weights, refusals).get(0),
+                self._place_spread(ctx, candidates, weights, refusals).get(0),
+            ]
+            placed = [r for r in options if r is not None]
+            if placed:
+                return max(placed, key=lambda r: r.score)
+        return self._refused(ctx, masks, refusals, candidates, region)
+
+    def options(self, job: JobSpec, region: str | None = None) -> list[PlacementResult]:
+        """The best placement now on each (region, GPU model), best first. All are scored in
+        one cycle over the nodes considered, so their scores compare (`gpuflow submit
+        --dry-run` shows them as alternatives). Reserves nothing."""
+        ctx, _, refusals, candidates = self._filter(job, region)
+        if not candidates.size:
+            return []
+        weights, s = self._weights(job), self.state
+        width = max(1, len(s.models))
+
+        def group_of(slots: np.ndarray) -> np.ndarray:
+            return s.region[slots].astype(np.int64) * width + s.model[slots]
+
+        best = self._place_single(ctx, candidates, weights, refusals, group_of)
+        for group, result in self._place_spread(
+            ctx, candidates, weights, refusals, group_of
+        ).items():
+            if group not in best or result.score > best[group].score:
+                best[group] = result
+        return sorted(best.values(), key=lambda r: (-r.score, r.region or "", r.gpu_model or ""))
+
+    def _filter(
+        self, job: JobSpec, region: str | None
+    ) -> tuple[CycleContext, list[tuple[FilterPlugin, np.ndarray]], dict[str, int], np.ndarray]:
         slots = self.state.slots(region)
         ctx = CycleContext(job, self.state, self.throughput, slots, self._vectors(job))
         masks = [(f, f.filter(ctx)) for f in self.filters]
@@ -62,19 +102,7 @@ class Placer:
             refused = slots.shape[0] - int(np.count_nonzero(mask))
             if refused:
                 refusals[f.name] = refused
-        candidates = slots[feasible]
-        weights = self._weights(job)
-        if candidates.size:
-            # a gang that may spread is placed both ways; spreading pays a topology penalty,
-            # so it wins only when it reaches much better GPUs than any single node offers
-            options = [
-                self._place_single(ctx, candidates, weights, refusals),
-                self._place_spread(ctx, candidates, weights, refusals),
-            ]
-            placed = [r for r in options if r is not None]
-            if placed:
-                return max(placed, key=lambda r: r.score)
-        return self._refused(ctx, masks, refusals, candidates, region)
+        return ctx, masks, refusals, slots[feasible]
 
     def _place_single(
         self,
@@ -82,21 +110,43 @@ class Placer:
         candidates: np.ndarray,
         weights: Mapping[str, float],
         refusals: dict[str, int],
-    ) -> PlacementResult | None:
+        group_of: GroupOf | None = None,
+    ) -> dict[int, PlacementResult]:
+        """The best one-node placement ({0: result}), or the best per group of nodes."""
         job = ctx.job
         if not ctx.fractional:
             candidates = candidates[self.state.free_whole[candidates] >= job.gpu_count]
         if not candidates.size:
-            return None
+            return {}
         total, parts = self._score(ctx, candidates, weights)
-        best = int(np.argmax(total))
-        slot = int(candidates[best])
+        if group_of is None:
+            bests = {0: int(np.argmax(total))}
+        else:
+            groups = group_of(candidates)
+            bests = {}
+            for g in np.unique(groups):
+                idx = np.flatnonzero(groups == g)
+                bests[int(g)] = int(idx[np.argmax(total[idx])])
+        return {
+            g: self._single_at(ctx, candidates, total, parts, i, refusals) for g, i in bests.items()
+        }
+
+    def _single_at(
+        self,
+        ctx: CycleContext,
+        candidates: np.ndarray,
+        total: np.ndarray,
+        parts: dict[str, np.ndarray],
+        i: int,
+        refusals: dict[str, int],
+    ) -> PlacementResult:
+        job, slot = ctx.job, int(candidates[i])
         if ctx.fractional:
             pick: Pick = (slot, (pick_share(self.state, slot, job.gpu_milli),), job.gpu_milli)
         else:
             pick = (slot, pick_gpus(self.state, slot, job.gpu_count), 1000)
-        breakdown = {n: float(p if p.ndim == 0 else p[best]) for n, p in parts.items()}
-        return self._result(ctx, [pick], float(total[best]), breakdown, refusals)
+        breakdown = {n: float(p if p.ndim == 0 else p[i]) for n, p in parts.items()}
+        return self._result(ctx, [pick], float(total[i]), breakdown, refusals)
 
     def _place_spread(
         self,
@@ -104,44 +154,63 @@ class Placer:
         candidates: np.ndarray,
         weights: Mapping[str, float],
         refusals: dict[str, int],
-    ) -> PlacementResult | None:
+        group_of: GroupOf | None = None,
+    ) -> dict[int, PlacementResult]:
+        """The best spread gang ({0: result}), or the best per group (groups within a model)."""
         job = ctx.job
         if ctx.fractional or ctx.chunk >= job.gpu_count:
-            return None
+            return {}
         ctx = replace(ctx, spread=True, memo={})
         node_weights = {k: v for k, v in weights.items() if k != TOPOLOGY}
         w_nodes, w_topo = sum(node_weights.values()), weights.get(TOPOLOGY, 0.0)
         total, parts = self._score(ctx, candidates, node_weights)
         levels = ("rack", "zone", "region") + (("global",) if job.cross_region_ok else ())
         tp = max(1, job.tensor_parallel)
-        best_plan, best_score = None, -1.0
-        models = self.state.model[candidates]
-        for m in np.unique(models):
-            of_model = models == m
+        plans: dict[int, tuple[GangPlan, float]] = {}
+        groups = self.state.model[candidates] if group_of is None else group_of(candidates)
+        for g in np.unique(groups):
+            member = groups == g
             plan = plan_spread(
-                self.state, candidates[of_model], total[of_model], job.gpu_count, tp, levels
+                self.state, candidates[member], total[member], job.gpu_count, tp, levels
             )
             if plan is None:
                 continue
             score = (plan.mean_score * w_nodes + w_topo * domain_score(plan.level)) / max(
                 w_nodes + w_topo, 1e-9
             )
-            if score > best_score:
-                best_plan, best_score = plan, score
-        if best_plan is None:
-            return None
+            key = 0 if group_of is None else int(g)
+            if key not in plans or score > plans[key][1]:
+                plans[key] = (plan, score)
+        return {
+            key: self._spread_result(
+                ctx, candidates, parts, plan, score, (w_nodes, w_topo), refusals
+            )
+            for key, (plan, score) in plans.items()
+        }
+
+    def _spread_result(
+        self,
+        ctx: CycleContext,
+        candidates: np.ndarray,
+        parts: dict[str, np.ndarray],
+        plan: GangPlan,
+        score: float,
+        node_topo_weights: tuple[float, float],
+        refusals: dict[str, int],
+    ) -> PlacementResult:
+        w_nodes, w_topo = node_topo_weights
         picks = [
             (s, pick_gpus(self.state, s, k), 1000)
-            for s, k in zip(best_plan.slots, best_plan.gpus, strict=True)
+            for s, k in zip(plan.slots, plan.gpus, strict=True)
         ]
-        pos = np.searchsorted(candidates, np.asarray(best_plan.slots))
+        pos = np.searchsorted(candidates, np.asarray(plan.slots))
         breakdown = {
             n: float(_at(p, pos).mean()) * w_nodes / max(w_nodes + w_topo, 1e-9)
             for n, p in parts.items()
         }
         if w_topo:
-            breakdown[TOPOLOGY] = w_topo * domain_score(best_plan.level) / (w_nodes + w_topo)
-        return self._result(ctx, picks, best_score, breakdown, refusals)
+            breakdown[TOPOLOGY] = w_topo * domain_score(plan.level) / (w_nodes + w_topo)
+        return self._result(ctx, picks, score, breakdown, refusals)
 
     # ---- helpers -------------------------------------------------------------------------
     def _score(
@@ -187,6 +256,15 @@ class Placer:
             job.pipeline_parallel,
             job.params_b,
             job.min_gpu_memory_mib,
+            job.model_family,
+            job.data_parallel,
+            job.sharding,
+            job.finetune,
+            job.optimizer,
+            job.optimizer_offload,
+            job.micro_batch,
+            job.seq_len,
+            job.activation_checkpointing,
             job.allowed_gpu_models,
             job.reference_gpu_model,
             len(models),

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from scorer.errors import UnknownPluginError
 from scorer.placer import Placer
-from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES
+from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES, build_score
 from scorer.state import ClusterState
 from scorer.throughput import ThroughputModel
 
@@ -67,14 +68,21 @@ def preset(name: str) -> PlacerPreset:
 
 
 def make_placer(
-    name: str, state: ClusterState, *, throughput: ThroughputModel | None = None
+    name: str,
+    state: ClusterState,
+    *,
+    throughput: ThroughputModel | None = None,
+    score_args: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Placer:
-    """A Placer configured by the preset `name`."""
+    """A Placer configured by the preset `name`; `score_args` are constructor arguments of
+    its score plugins by name (e.g. {"porting": {"penalties": {"rocm": 10}}})."""
     chosen = preset(name)
+    args = score_args or {}
+    scores = [build_score(s, **args[s]) if s in args else s for s in chosen.scores]
     return Placer(
         state,
         filters=chosen.filters,
-        scores=chosen.scores,
+        scores=scores,
         weights=chosen.weights,
         throughput=throughput,
     )

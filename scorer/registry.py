@@ -25,6 +25,7 @@ FILTERS: dict[str, Callable[..., FilterPlugin]] = {
     "region": filters.RegionFilter,
     "precision": filters.PrecisionFilter,
     "memory": filters.MemoryFilter,
+    "software_stack": filters.SoftwareStackFilter,
     "runnable": filters.RunnableFilter,
     "host_resources": filters.HostResourcesFilter,
     "health": filters.HealthFilter,
@@ -40,6 +41,7 @@ SCORES: dict[str, Callable[..., ScorePlugin]] = {
     "data_affinity": scores.DataAffinityScore,
     "fragmentation": scores.FragmentationScore,
     "load_balance": scores.LoadBalanceScore,
+    "porting": scores.PortingScore,
     "bin_pack": scores.BinPackScore,
     "first_fit": scores.FirstFitScore,
     "fgd": scores.FgdScore,
@@ -55,6 +57,7 @@ DEFAULT_SCORES: tuple[str, ...] = (
     "data_affinity",
     "fragmentation",
     "load_balance",
+    "porting",
 )
 
 
@@ -73,7 +76,6 @@ def build_filter(name: str, **args: Any) -> FilterPlugin:
 
 def build_score(name: str, **args: Any) -> ScorePlugin:
     return _build("score", SCORES, name, args)
-
 
 
 def register_filter(name: str, builder: Callable[..., FilterPlugin]) -> None:

@@ -12,8 +12,9 @@ from types import MappingProxyType
 
 import numpy as np
 
-from scorer.catalog import Catalog, default_catalog
+from scorer.catalog import Catalog, GpuModelSpec, default_catalog
 from scorer.errors import ReservationError, UnknownNodeError
+from scorer.stacks import node_stack
 from scorer.types import Assignment, NodeSpec, RegionView
 
 __all__ = ["FULL_GPU", "SHARE_THRESHOLDS", "ClusterState"]
@@ -55,6 +56,14 @@ def _island_ids(node: NodeSpec) -> list[int]:
     return list(range(node.gpu_count))
 
 
+def _sm(declared: str | None, spec: GpuModelSpec | None) -> float:
+    """The node's compute capability as declared ("9.0"), else the catalogue's."""
+    try:
+        return float(declared) if declared else (spec.compute_capability if spec else 0.0)
+    except ValueError:
+        return spec.compute_capability if spec else 0.0
+
+
 class ClusterState:
     """Inventory, health, speed factors, grid signals and reservations of a fleet."""
 
@@ -62,6 +71,7 @@ class ClusterState:
         self.catalog = catalog or default_catalog()
         self._region_ix, self._zone_ix, self._rack_ix = _Interner(), _Interner(), _Interner()
         self._model_ix = _Interner()
+        self._stack_ix = _Interner()  # software stack families (cuda, rocm, cann, ...)
         self._slot_of: dict[str, int] = {}
         self._specs: list[NodeSpec | None] = []
         self._free_slots: list[int] = []
@@ -90,6 +100,9 @@ class ClusterState:
         self.free_cpu = np.zeros(n, np.int64)  # declared CPU minus what reservations hold
         self.free_mem = np.zeros(n, np.int64)
         self.price = np.zeros(n)
+        self.stack_family = np.zeros(n, np.int32)
+        self.stack_version = np.zeros(n, np.int64)  # Stack.code; 0 = unknown
+        self.compute_capability = np.zeros(n)  # CUDA SM version; 0 = unknown / not CUDA
         self.gpu_exists = np.zeros((n, g), bool)
         self.gpu_ok = np.zeros((n, g), bool)
         self.free_milli = np.zeros((n, g), np.int32)
@@ -159,6 +172,10 @@ class ClusterState:
         self.cpu_milli[slot], self.memory_mib[slot] = node.cpu_milli, node.memory_mib
         spec = self.catalog.get(node.gpu_model)
         self.price[slot] = node.price_per_gpu_hour or (spec.price_per_gpu_hour if spec else 0.0)
+        stack = node_stack(node.software_stack, spec.vendor if spec else "")
+        self.stack_family[slot] = self._stack_ix(stack.family)
+        self.stack_version[slot] = stack.code
+        self.compute_capability[slot] = _sm(node.compute_capability, spec)
         if previous is None or previous.gpu_count != node.gpu_count:
             self._reset_gpus(slot, node.gpu_count)
         self.island[slot, : node.gpu_count] = _island_ids(node)
@@ -283,8 +300,9 @@ class ClusterState:
     def _check(
         self, job_id: str, assignments: tuple[Assignment, ...]
     ) -> dict[tuple[int, int], int]:
-        if not assignments or not any(a.gpu_indices or a.cpu_milli or a.memory_mib
-                                      for a in assignments):
+        if not assignments or not any(
+            a.gpu_indices or a.cpu_milli or a.memory_mib for a in assignments
+        ):
             raise ReservationError(f"job {job_id}: empty reservation")
         need: dict[tuple[int, int], int] = {}
         host: dict[int, tuple[int, int]] = {}
@@ -387,6 +405,14 @@ class ClusterState:
     def models(self) -> tuple[str, ...]:
         """GPU model names by model index (catalogue names where known)."""
         return self._model_ix.labels
+
+    @property
+    def stack_families(self) -> tuple[str, ...]:
+        """Software stack family names by index (`stack_family` holds these indices)."""
+        return self._stack_ix.labels
+
+    def stack_index(self, family: str) -> int | None:
+        return self._stack_ix.index.get(family)
 
     @property
     def jobs(self) -> Mapping[str, tuple[Assignment, ...]]:

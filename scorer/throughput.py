@@ -1,4 +1,4 @@
-"""How fast a job runs on a GPU model, and how much memory it needs per GPU.
+"""How fast a job runs on a GPU model (memory needs: `scorer.memory`).
 
 Measured table first (Gavel format: job_type x gpu_type x scale_factor x consolidated ->
 steps/s); where a model is missing from the table, the measured figure of another model is
@@ -29,41 +29,17 @@ from scorer.types import JobSpec
 GAVEL_CSV = Path(__file__).resolve().parent / "data" / "gavel_isolated_throughputs.csv"
 
 __all__ = [
-    "BYTES_PER_PARAM",
     "DEFAULT_REFERENCE",
     "GAVEL_CSV",
-    "TRAINING_BYTES_PER_PARAM",
     "ThroughputModel",
     "gavel_throughputs",
     "load_gavel_csv",
-    "memory_need_mib",
 ]
 
 DEFAULT_REFERENCE = "V100-16"
-BYTES_PER_PARAM = {"FP32": 4, "TF32": 4, "BF16": 2, "FP16": 2, "FP8": 1, "INT8": 1}
-TRAINING_BYTES_PER_PARAM = 16  # weights + grads + fp32 master and Adam moments (mixed precision)
-TRAINING_HEADROOM = 1.10  # activations, beyond the optimizer states
-INFERENCE_HEADROOM = 1.20  # KV cache and activations
 _FALLBACK = {"FP8": "FP16", "INT8": "FP16", "BF16": "FP16", "TF32": "FP32", "FP16": "FP32"}
 
 MeasuredKey = tuple[str, str, int, bool]  # job_type, canonical model, scale_factor, consolidated
-
-
-def memory_need_mib(job: JobSpec) -> int:
-    """Per-GPU memory a job needs: explicit minimum, else derived from its parameters.
-
-    Training: 16 bytes/param x 1.1; otherwise weights x 1.2; divided over tensor x pipeline.
-    e.g. 70B FP16 inference: 70e9 x 2 x 1.2 = 168 GB -> 160,217 MiB on one GPU, 20,027 MiB at TP=8.
-    """
-    if job.min_gpu_memory_mib > 0:
-        return job.min_gpu_memory_mib
-    if job.params_b <= 0:
-        return 0
-    if job.kind == "TRAINING":
-        total = job.params_b * 1e9 * TRAINING_BYTES_PER_PARAM * TRAINING_HEADROOM
-    else:
-        total = job.params_b * 1e9 * BYTES_PER_PARAM.get(job.precision, 4) * INFERENCE_HEADROOM
-    return math.ceil(total / job.model_parallel / 2**20)
 
 
 def _effective_peak(spec: GpuModelSpec, precision: str) -> float:

@@ -13,10 +13,14 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from scorer.errors import InvalidSpecError
+from scorer.stacks import parse_stack
 
 __all__ = [
+    "FINETUNES",
     "KINDS",
+    "OPTIMIZERS",
     "PRECISIONS",
+    "SHARDINGS",
     "Assignment",
     "JobSpec",
     "NodeSpec",
@@ -26,6 +30,11 @@ __all__ = [
 
 KINDS = ("TRAINING", "INFERENCE", "BATCH", "NOTEBOOK")
 PRECISIONS = ("FP32", "TF32", "BF16", "FP16", "FP8", "INT8")
+# issue 16: how a training job holds its states (memory model, scorer/memory.py)
+SHARDINGS = ("NONE", "ZERO1", "ZERO2", "ZERO3", "FSDP")  # "" = auto
+FINETUNES = ("FULL", "LORA", "QLORA")
+OPTIMIZERS = ("ADAM", "ADAM_8BIT", "SGD")
+_ALIASES = {"ADAM8BIT": "ADAM_8BIT", "8BITADAM": "ADAM_8BIT", "ADAMW": "ADAM"}
 
 _EMPTY: Mapping[str, float] = MappingProxyType({})
 _Spec = TypeVar("_Spec", "JobSpec", "NodeSpec")
@@ -43,6 +52,20 @@ def _from_record(cls: type[_Spec], record: Mapping[str, Any]) -> _Spec:
         return cls(**{k: v for k, v in record.items() if k in names})
     except TypeError as exc:  # a required field is missing
         raise InvalidSpecError(f"{cls.__name__}: {exc}") from exc
+
+
+def choice(value: object, allowed: tuple[str, ...], field_name: str, empty_ok: bool = False) -> str:
+    """Upper-case `value` without '-', '_' or spaces and match it to `allowed` ('zero-3' ->
+    'ZERO3', 'adam-8bit' -> 'ADAM_8BIT'); raise InvalidSpecError naming the field."""
+    text = str(value or "").strip()
+    if not text and empty_ok:
+        return ""
+    key = "".join(c for c in text.upper() if c not in "-_ ")
+    by_key = {a.replace("_", ""): a for a in allowed}
+    found = by_key.get(key) or by_key.get(_ALIASES.get(key, "").replace("_", ""))
+    if found is None:
+        raise InvalidSpecError(f"{field_name}: must be one of {', '.join(allowed)}, got {text!r}")
+    return found
 
 
 def _epoch_ms(value: int | datetime | None) -> int | None:
@@ -83,8 +106,24 @@ class JobSpec:
     expected_duration_s: float | None = None
     reference_gpu_model: str | None = None
     total_steps: int | None = None
+    # -- issue 16: memory model (scorer/memory.py) and software stack ------------------------
+    sharding: str = ""  # NONE, ZERO1, ZERO2, ZERO3, FSDP; "" = auto (FSDP when d > 1)
+    finetune: str = "FULL"  # FULL, LORA, QLORA
+    optimizer: str = "ADAM"  # ADAM, ADAM_8BIT, SGD
+    optimizer_offload: bool = False  # master weights and moments in host memory
+    micro_batch: int = 0  # per GPU (training); concurrent sequences (inference); 0 = 1
+    seq_len: int = 0  # tokens per sequence; inference: context length; 0 = default
+    activation_checkpointing: bool | None = None  # None = auto (on from 1B params)
+    software_stack: str = "portable"  # what it was built for: cuda, cuda-12.1, rocm-6, ...
 
     def __post_init__(self) -> None:
+        _freeze(self, "sharding", choice(self.sharding, SHARDINGS, "sharding", empty_ok=True))
+        _freeze(self, "finetune", choice(self.finetune, FINETUNES, "finetune"))
+        _freeze(self, "optimizer", choice(self.optimizer, OPTIMIZERS, "optimizer"))
+        _freeze(self, "software_stack", str(self.software_stack or "portable").strip().lower())
+        parse_stack(self.software_stack)  # raises InvalidSpecError naming the field
+        if self.micro_batch < 0 or self.seq_len < 0:
+            raise InvalidSpecError(f"job {self.job_id}: micro_batch and seq_len must be >= 0")
         _freeze(self, "allowed_gpu_models", tuple(self.allowed_gpu_models))
         _freeze(self, "allowed_regions", tuple(self.allowed_regions))
         _freeze(self, "kind", str(self.kind).upper())
@@ -134,8 +173,13 @@ class NodeSpec:
     cpu_milli: int = 0
     memory_mib: int = 0
     price_per_gpu_hour: float = 0.0
+    # -- issue 16: software stack ("cuda-12.4", "rocm-6.1", "cann-8.0"; "" = by GPU vendor)
+    software_stack: str = ""
+    compute_capability: str | None = None  # "9.0"; None = the catalogue's figure
 
     def __post_init__(self) -> None:
+        _freeze(self, "software_stack", str(self.software_stack or "").strip().lower())
+        parse_stack(self.software_stack)
         islands = tuple(tuple(int(g) for g in island) for island in self.nvlink_islands)
         _freeze(self, "nvlink_islands", islands)
         if self.gpu_count < 0:

@@ -10,6 +10,7 @@
 | data_affinity  | 10 when the job names a data region      |
 | fragmentation  | 15                                       |
 | load_balance   | 3                                        |
+| porting        | 10 (only a portable job's scores differ) |
 
 The final score is sum(w x s) / sum(w) over the configured plugins, so it stays in 0..100.
 """
@@ -38,6 +39,7 @@ def job_weights(job: JobSpec, overrides: Mapping[str, float] | None = None) -> d
         "data_affinity": 10.0 if job.data_region else 0.0,
         "fragmentation": 15.0,
         "load_balance": 3.0,
+        "porting": 10.0,
     }
     if overrides:
         weights.update(overrides)

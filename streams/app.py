@@ -13,17 +13,19 @@ from typing import Any
 
 import faust
 from faust.exceptions import ConsumerNotStarted
+from faust.types import TP
 
 from infra.config import Config
 from infra.errors import ConfigError
+from infra.kafka import ensure_topics, ssl_context
 from infra.topics import (
     GRID_SIGNALS,
     JOBS_EVENTS,
-    REPLAN_TICKS,
     JOBS_ROUTED,
     JOBS_SUBMITTED,
     NODE_INVENTORY,
     NODE_TELEMETRY,
+    REPLAN_TICKS,
     TOPICS,
 )
 from schemas import make_codec
@@ -39,14 +41,20 @@ from scorer import (
     preset,
 )
 from scorer.errors import GpuflowError, UnknownPluginError
+from streams.activity import register_activity_page
+from streams.broker_watch import BrokerWatch
 from streams.clock import EventClock, WallClock
-from streams.consumer_state import consumer_state
+from streams.consumer_state import consumer_state, forget_offsets
 from streams.history_process import HistoryProcess
+from streams.metrics_page import register_metrics_page
+from streams.ownership import Ownership, region_table
+from streams.plan import register_plan_page
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
 from streams.transport import GpuflowApp
 from streams.web import register_sql_proxy
+from streams.webui import register_ui
 
 __all__ = ["create_app"]
 
@@ -79,25 +87,30 @@ def _faust_app(config: Config) -> faust.App:
     )
 
 
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # what aiokafka speaks here
+
+
 def _credentials(client: Any) -> Any:
-    """SASL/SSL settings from the pass-through librdkafka keys, in Faust's terms."""
-    protocol = str(client.get("security.protocol", "")).upper()
+    """SASL/SSL settings from the pass-through librdkafka keys (`[kafka.client]`), in Faust's
+    terms, so the worker's aiokafka clients and every librdkafka client share one set of keys."""
+    protocol = str(client.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ConfigError(f"kafka.client security.protocol: unknown {protocol!r}")
     if protocol.startswith("SASL"):
+        mechanism = str(client.get("sasl.mechanism", "PLAIN")).upper()
+        if mechanism not in _SASL_MECHANISMS:
+            raise ConfigError(
+                f"kafka.client sasl.mechanism: the worker supports {', '.join(_SASL_MECHANISMS)}"
+            )
         return faust.SASLCredentials(
             username=client.get("sasl.username"),
             password=client.get("sasl.password"),
-            mechanism=client.get("sasl.mechanism", "PLAIN"),
-            ssl_context=_ssl(client) if protocol == "SASL_SSL" else None,
+            mechanism=mechanism,
+            ssl_context=ssl_context(client) if protocol == "SASL_SSL" else None,
         )
     if protocol == "SSL":
-        return faust.SSLCredentials(_ssl(client))
+        return faust.SSLCredentials(ssl_context(client))
     return None
-
-
-def _ssl(client: Any) -> Any:
-    import ssl
-
-    return ssl.create_default_context(cafile=client.get("ssl.ca.location"))
 
 
 def create_app(config: Config) -> tuple[faust.App, Runtime]:
@@ -113,8 +126,11 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         spec.name: app.topic(spec.name, partitions=config.kafka.partitions, **raw)  # type: ignore[arg-type]
         for spec in TOPICS
     }
+    partition_of = config.kafka.partitioner()
     tables = {
-        name: app.Table(f"{name}", default=None, partitions=config.kafka.partitions)
+        # moves entries name no region: they keep Faust's rule (the event's partition, which
+        # is the region's: moves are only written from ticks and job events of that region)
+        name: region_table(app, name, config.kafka.partitions, partition_of)
         for name in ("reservations", "queue", "nodes", "moves")
     }
     state = ClusterState(_catalog(config))
@@ -132,12 +148,15 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         replan=config.replan if traits is not None and traits.replan else None,
         queue_order=traits.queue if traits is not None else "fifo",
         clock=EventClock() if config.worker.clock == "event" else WallClock(),
+        porting_penalties=config.worker.porting_penalties,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
-    remote = RemoteRegions(config, codec)
+    remote = RemoteRegions(config, codec, max_age_s=config.worker.remote_view_max_age_s)
     scheduler.remote_views = remote.views
     rt = Runtime(config, codec, scheduler)
     rt.topics = topics
+    rt.ownership = Ownership(partition_of, app.assignor.assigned_actives)
+    rt.remote = remote
 
     def mark_dirty(*_: Any, **__: Any) -> None:
         rt.dirty = True
@@ -146,12 +165,18 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         table.on_recover(_async(mark_dirty))
     _register_agents(app, rt, topics)
     _register_timers(app, rt)
+    _watch_broker(app, rt)
     _register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
+    history_metrics = history_sql = None
     if config.store.enabled:  # the worker owns the ClickHouse store, through a child process
         history = HistoryProcess(config)
         _run_with_worker(app, history.start, history.stop)
         register_sql_proxy(app, history.url)
+        _watch_history(app, rt, history)
+        history_metrics, history_sql = history.metrics_url, history.url
+    register_metrics_page(app, rt, history_metrics)
+    register_ui(app, rt, history_sql)
     return app, rt
 
 
@@ -163,77 +188,94 @@ def _async(fn: Any) -> Any:
 
 
 def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> None:
+    # Each event is processed inside `rt.guard`: a hostile record that trips our logic is
+    # dead-lettered with the exception, and the agent goes on with the next one.
     @app.agent(topics[JOBS_SUBMITTED], name="gpuflow.router")
     async def router(stream: Any) -> None:
         async for event in stream.events():
-            started = time.perf_counter_ns()
-            record = await rt.decode(event, "JobSubmitted", "router")
-            if record is None:
-                continue
-            await rt.ensure_ready()
-            await rt.send_all(rt.scheduler.route(record, started_ns=started))
+            async with rt.guard(event, "router"):
+                started = time.perf_counter_ns()
+                record = await rt.decode(event, "JobSubmitted", "router")
+                if record is None:
+                    continue
+                await rt.ensure_ready()
+                await rt.send_all(rt.scheduler.route(record, started_ns=started))
 
     @app.agent(topics[JOBS_ROUTED], name="gpuflow.placer")
     async def placer(stream: Any) -> None:
         async for event in stream.events():
-            started = time.perf_counter_ns()
-            record = await rt.decode(event, "RoutedJob", "placer")
-            if record is None:
-                continue
-            await rt.ensure_ready()
-            await rt.send_all(rt.scheduler.place(record, started_ns=started))
+            async with rt.guard(event, "placer"):
+                started = time.perf_counter_ns()
+                record = await rt.decode(event, "RoutedJob", "placer")
+                if record is None:
+                    continue
+                await rt.ensure_ready()
+                await rt.send_all(rt.scheduler.place(record, started_ns=started))
 
     @app.agent(topics[JOBS_EVENTS], name="gpuflow.lifecycle")
     async def lifecycle(stream: Any) -> None:
         async for event in stream.events():
-            record = await rt.decode(event, "JobEvent", "lifecycle")
-            if record is None:
-                continue
-            await rt.ensure_ready()
-            await rt.send_all(rt.scheduler.on_job_event(record))
-            rt.job_events += 1
+            async with rt.guard(event, "lifecycle"):
+                record = await rt.decode(event, "JobEvent", "lifecycle")
+                if record is None:
+                    continue
+                await rt.ensure_ready()
+                produced_ms = int((event.message.timestamp or time.time()) * 1000)  # written at
+                await rt.send_all(rt.scheduler.on_job_event(record, produced_ms=produced_ms))
+            rt.job_events += 1  # handled (or faulted and dead-lettered): the lockstep counts it
 
     @app.agent(topics[REPLAN_TICKS], name="gpuflow.replan")
     async def replan(stream: Any) -> None:
         async for event in stream.events():
-            record = await rt.decode(event, "ReplanTick", "replan")
-            if record is None:
-                continue
-            await rt.ensure_ready()
-            await rt.send_all(rt.scheduler.on_tick(_ms(record["ts"]), [record["region"]]))
+            async with rt.guard(event, "replan"):
+                record = await rt.decode(event, "ReplanTick", "replan")
+                if record is None:
+                    continue
+                await rt.ensure_ready()
+                regions = [record["region"]]
+                await rt.send_all(rt.scheduler.on_tick(_ms(record["ts"]), regions))
             rt.ticks += 1
 
     @app.agent(topics[NODE_INVENTORY], name="gpuflow.inventory")
     async def inventory(stream: Any) -> None:
         async for event in stream.events():
-            record = await rt.decode(event, "NodeInventory", "inventory")
-            if record is not None:
-                await rt.ensure_ready(fleet=False)
-                await rt.send_all(rt.fleet.on_inventory(record))
+            async with rt.guard(event, "inventory"):
+                record = await rt.decode(event, "NodeInventory", "inventory")
+                if record is not None:
+                    await rt.ensure_ready(fleet=False)
+                    await rt.send_all(rt.fleet.on_inventory(record))
             rt.inventory_seen[event.message.partition] = event.message.offset
 
     @app.agent(topics[NODE_TELEMETRY], name="gpuflow.telemetry")
     async def telemetry(stream: Any) -> None:
         async for event in stream.events():
-            record = await rt.decode(event, "NodeTelemetry", "telemetry")
-            if record is not None:
-                rt.metrics.telemetry(record["ts"])
-                await rt.ensure_ready(fleet=False)
-                await rt.send_all(rt.fleet.on_telemetry(record))
+            async with rt.guard(event, "telemetry"):
+                record = await rt.decode(event, "NodeTelemetry", "telemetry")
+                if record is not None:
+                    rt.metrics.telemetry(record["ts"])
+                    await rt.ensure_ready(fleet=False)
+                    await rt.send_all(rt.fleet.on_telemetry(record))
+                    rt.activity.on_telemetry(record, rt.scheduler.state)
 
     @app.agent(topics[GRID_SIGNALS], name="gpuflow.grid")
     async def grid(stream: Any) -> None:
         async for event in stream.events():
-            record = await rt.decode(event, "GridSignal", "grid")
-            if record is not None:
-                rt.fleet.on_grid(record)
+            async with rt.guard(event, "grid"):
+                record = await rt.decode(event, "GridSignal", "grid")
+                if record is not None:
+                    rt.fleet.on_grid(record)
 
 
 def _placer(config: Config, state: ClusterState) -> Placer:
     """The configured placer preset over this worker's state."""
+    penalties = config.worker.porting_penalties
+    score_args = {"porting": {"penalties": penalties}} if penalties else None
     try:
         return make_placer(
-            config.worker.policy, state, throughput=_throughput(config, state.catalog)
+            config.worker.policy,
+            state,
+            throughput=_throughput(config, state.catalog),
+            score_args=score_args,
         )
     except UnknownPluginError as exc:
         raise ConfigError(f"worker.policy: {exc}") from exc
@@ -275,6 +317,9 @@ def _run_with_worker(app: faust.App, start: Any, stop: Any) -> None:
 
 
 def _register_pages(app: faust.App, rt: Runtime) -> None:
+    register_plan_page(app, rt.scheduler)  # POST /plan/: gpuflow submit --dry-run
+    register_activity_page(app, rt.activity, rt.scheduler)  # GET /activity/: gpuflow top
+
     @app.page("/state/")
     async def state(web: Any, request: Any) -> Any:
         """What this worker holds: free and total GPUs by region, held and queued jobs."""
@@ -305,15 +350,50 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
 
     @app.page("/health/")
     async def health(web: Any, request: Any) -> Any:
-        """Liveness: 503 while a partition's fetched records stop reaching its stream."""
+        """Liveness: 503 while a partition's fetched records stop reaching its stream.
+
+        `dependencies` (the history store, the broker) and `degraded` say what around the
+        worker is failing; that never makes the worker itself not live.
+        """
         stalled = rt.stalls.stalled
         body = {"live": not stalled, "ready": rt._ready.is_set(), "stalled": stalled}
+        body.update(rt.dependency_report())
         return web.json(body, status=503 if stalled else 200)
 
     @app.page("/metrics/")
     async def metrics(web: Any, request: Any) -> Any:
         """Events processed per stream and recent telemetry lag."""
-        return web.json(rt.metrics.snapshot())
+        return web.json({**rt.metrics.snapshot(), **rt.dependency_report()})
+
+
+def _watch_history(app: faust.App, rt: Runtime, history: HistoryProcess) -> None:
+    @app.timer(rt.config.worker.summary_interval_s)
+    async def watch_history() -> None:  # at most a 1 s HTTP call; scheduling does not wait
+        rt.dependencies["history"] = await history.poll()
+
+
+def _watch_broker(app: faust.App, rt: Runtime) -> None:
+    """Detect a broker that lost its log under us (streams.broker_watch) and act on it."""
+    watch = BrokerWatch(rt.config.kafka)
+    rt.dependencies["broker"] = watch.status()
+
+    @app.timer(1.0)
+    async def remember_commits() -> None:
+        with contextlib.suppress(ConsumerNotStarted):
+            watch.remember(app.consumer._committed_offset)  # type: ignore[attr-defined]
+
+    @app.timer(5.0)
+    async def check_broker() -> None:
+        loop = asyncio.get_running_loop()
+        found = await loop.run_in_executor(None, watch.check)
+        if found:
+            watch.mark_lost(found)
+            await rt.storage_lost(found)
+            await loop.run_in_executor(None, ensure_topics, rt.config.kafka)
+            for table in app.tables.values():  # Faust's changelogs are gone too
+                await table.changelog_topic.declare()
+            await forget_offsets(app.consumer, {TP(t, p) for t, p in found})
+        rt.dependencies["broker"] = watch.status()
 
 
 def _register_timers(app: faust.App, rt: Runtime) -> None:

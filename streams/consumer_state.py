@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["StallWatch", "consumer_state"]
+__all__ = ["StallWatch", "consumer_state", "forget_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +84,19 @@ def consumer_state(app: Any) -> dict[str, Any]:
             )
         out[f"{tp.topic}/{tp.partition}"] = row
     return {"flow_active": consumer.flow_active, "partitions": out}
+
+
+async def forget_offsets(consumer: Any, partitions: set[Any]) -> None:
+    """Read `partitions` again from offset 0: the broker lost their log and starts anew.
+
+    Faust skips records at or below the last offset it read and will not commit below the
+    last offset it committed, so both are forgotten, with its acknowledgement bookkeeping.
+    """
+    for tp in partitions:
+        for table in (consumer._gap, consumer._acked, consumer._acked_index):
+            table.pop(tp, None)
+        consumer._read_offset[tp] = None
+        consumer._committed_offset[tp] = None
+        if tp in consumer.assignment():
+            await consumer.seek(tp, 0)
+        log.warning("reading %s/%s again from offset 0", tp.topic, tp.partition)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,19 +38,55 @@ class FleetTracker:
         self._windows: dict[str, _Window] = {}
         self._carbon: dict[str, float] = {}
         self._last_retry: dict[str, float] = {}
+        self._last_ts: dict[str, int] = {}  # node -> ts of the last telemetry applied
+        self.ignored: Counter[str] = Counter()  # valid events with nothing to apply
         self.retry_every_s = 1.0
 
     def on_inventory(self, record: Mapping[str, Any]) -> list[Outgoing]:
+        """A node (re)announces itself; an older inventory than the one held is ignored.
+
+        A node that reconnects with fewer GPUs keeps its reservations (no GPU is promised
+        twice), and the jobs holding GPUs it no longer has are reported for rescheduling.
+        """
         node_id = record["node_id"]
+        held = self.s.nodes.get(node_id)
+        if held is not None and int(record.get("ts", 0)) < int(held.get("ts", 0)):
+            self.ignored["inventory_out_of_order"] += 1
+            return []
         self.s.nodes[node_id] = dict(record)
         self.s.state.upsert_node(node_spec(record))
         self.s.last_seen[node_id] = time.monotonic()
-        return self.s.retry_queue(record["region"]) if self.s.queued_in(record["region"]) else []
+        shrank = held is not None and int(record["gpu_count"]) < int(held["gpu_count"])
+        out = self._report_lost_gpus(node_id, int(record["gpu_count"])) if shrank else []
+        if self.s.queued_in(record["region"]):
+            out += self.s.retry_queue(record["region"])
+        return out
+
+    def _report_lost_gpus(self, node_id: str, gpu_count: int) -> list[Outgoing]:
+        lost = [
+            job_id
+            for job_id, held in self.s.state.jobs.items()
+            if any(a.node_id == node_id and max(a.gpu_indices) >= gpu_count for a in held)
+        ]
+        for job_id in lost:
+            log.warning("node shrank under a job node_id=%s job_id=%s", node_id, job_id)
+        return [
+            self._reschedule(job_id, self.s.state.jobs[job_id], f"shrank:{node_id}:{gpu_count}")
+            for job_id in lost
+        ]
 
     def on_telemetry(self, record: Mapping[str, Any]) -> list[Outgoing]:
+        """Apply a node's report; a report older than the last one applied (a burst of buffered
+        telemetry replayed after a reconnect, events out of order) is ignored."""
         node_id = record["node_id"]
-        if node_id not in self.s.nodes:
+        if node_id not in self.s.nodes and node_id not in self.s.last_seen:
+            self.ignored["telemetry_unknown_node"] += 1
             return []  # telemetry before inventory: nothing to attach it to yet
+        ts = int(record.get("ts", 0))
+        if ts and ts < self._last_ts.get(node_id, 0):
+            self.ignored["telemetry_out_of_order"] += 1
+            return []
+        self._last_ts[node_id] = ts
         self.s.last_seen[node_id] = time.monotonic()
         gpus = record.get("gpus") or []
         was_stale = node_id in self.stale
@@ -120,10 +157,10 @@ class FleetTracker:
             if any(a.node_id in newly for a in held)
         ]
 
-    def _reschedule(self, job_id: str, held: Any) -> Outgoing:
+    def _reschedule(self, job_id: str, held: Any, why: str = "") -> Outgoing:
         region = (self.s.reservations.get(job_id) or {}).get("region", "")
         record = {
-            "event_id": new_event_id(job_id, "stale", ",".join(sorted(self.stale))),
+            "event_id": new_event_id(job_id, "stale", why or ",".join(sorted(self.stale))),
             "ts": now_ms(), "job_id": job_id, "from_region": region,
             "from_assignments": assignment_records(held), "to_region": "",
             "to_assignments": [], "reason": "NODE_UNHEALTHY", "expected_gain": 0.0,

@@ -5,6 +5,12 @@ runs in a background thread inside the Faust worker process, which owns the chdb
 Offsets are committed only after every table of a batch is inserted, so delivery into the
 store is at-least-once; raw tables deduplicate on event_id (ReplacingMergeTree + FINAL).
 Messages that cannot be decoded or converted go to `gpuflow.deadletter` and are committed.
+
+When ClickHouse is unavailable (cannot be opened) or refuses inserts, the sink backs off
+(0.2 s doubling to 5 s), stops reading (its partitions paused, still polling so the group keeps
+it) and commits nothing past what is stored; it retries the same batch until it is written and
+then catches up from where it stopped. `status()` says which state it is in; the worker shows
+it on `/health/` and `/metrics/`. Scheduling never waits on any of this: the sink only reads.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +82,12 @@ class HistorySink:
         self._consumer: Any = None
         self._producer: Any = None
         self._failures = 0
+        self._failing_since: float | None = None
+        self._last_error = ""
+        self._state = "starting"
         self.error: BaseException | None = None
+        # called after each batch is written and committed: (seconds, events); for metrics
+        self.on_batch: Callable[[float, int], None] | None = None
 
     @property
     def store(self) -> Store:
@@ -86,17 +98,63 @@ class HistorySink:
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> HistorySink:
-        """Open the store (unless given), subscribe, and run the loop in a daemon thread."""
-        if self._store is None:
-            self._store = open_store(self.config)
-        self._ctx = RowContext(self._known_models())
-        self._consumer = make_consumer(self.config.kafka, self.group_id)
-        self._producer = make_producer(self.config.kafka)
-        self._consumer.subscribe(self.topics, on_revoke=self._on_revoke)
+        """Run the loop in a daemon thread: open the store (retrying while it is unavailable),
+        subscribe, then sink."""
         self._thread = threading.Thread(target=self._run, name="history-sink", daemon=True)
         self._thread.start()
         log.info("history sink started group=%s topics=%d", self.group_id, len(self.topics))
         return self
+
+    def status(self) -> dict[str, Any]:
+        """Where the sink stands: ok, starting, store_unavailable or backing_off, and why."""
+        failing = self._failing_since
+        return {
+            "state": "crashed" if self.error is not None else self._state,
+            "failing_for_s": round(time.monotonic() - failing, 1) if failing else 0.0,
+            "last_error": self._last_error,
+            "pending_events": self._batcher.pending_events(),
+            "consumed": self.stats.consumed,
+            "events_written": self.stats.events_written,
+            "rows_written": self.stats.rows_written,
+            "insert_failures": self.stats.insert_failures,
+            "dead_lettered": self.stats.dead_lettered,
+        }
+
+    def _connect(self) -> bool:
+        """Open the store and subscribe; False (after a back-off) while the store is down."""
+        try:
+            if self._store is None:
+                self._store = open_store(self.config)
+            self._ctx = RowContext(self._known_models())
+        except StoreError as exc:
+            self._failed("store_unavailable", exc)
+            return False
+        self._consumer = make_consumer(self.config.kafka, self.group_id)
+        self._producer = make_producer(self.config.kafka)
+        self._consumer.subscribe(self.topics, on_revoke=self._on_revoke)
+        self._recovered()
+        return True
+
+    def _failed(self, state: str, exc: Exception) -> float:
+        """Record a failure and wait out its back-off (interrupted by stop); the delay."""
+        delay = _RETRY_S[min(self._failures, len(_RETRY_S) - 1)]
+        self._failures += 1
+        self._state = state
+        self._last_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+            log.error("history store failing state=%s error=%s", state, self._last_error)
+        self._stop.wait(delay)
+        return delay
+
+    def _recovered(self) -> None:
+        if self._failing_since is not None:
+            log.warning(
+                "history store back after_s=%.1f failures=%d",
+                time.monotonic() - self._failing_since,
+                self._failures,
+            )
+        self._failures, self._failing_since, self._state = 0, None, "ok"
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Flush what is batched, commit, close the consumer (and the store if owned)."""
@@ -132,6 +190,8 @@ class HistorySink:
 
     def _run(self) -> None:
         try:
+            while not self._stop.is_set() and self._consumer is None:
+                self._connect()
             while not self._stop.is_set():
                 messages = self._consumer.consume(_POLL_BATCH, timeout=0.1)
                 # inventory first: telemetry rows of the same poll then get their GPU model
@@ -143,7 +203,8 @@ class HistorySink:
                     self._flush_requested.clear()
                     self._flush()
                     self._mark_flushed()
-            self._flush()
+            if self._consumer is not None:
+                self._flush()
         except BaseException as exc:  # keep the worker alive; report through .error and logs
             self.error = exc
             log.exception("history sink crashed")
@@ -207,7 +268,20 @@ class HistorySink:
 
     # ---- flushing --------------------------------------------------------------------------
 
+    def backlog(self) -> dict[tuple[str, int], int]:
+        """Messages not yet consumed per assigned partition (from cached high watermarks)."""
+        c = self._consumer
+        if c is None:
+            return {}
+        out = {}
+        for tp in c.position(c.assignment()):
+            _, high = c.get_watermark_offsets(tp, cached=True) or (0, 0)
+            if high >= 0 and tp.offset >= 0:
+                out[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+        return out
+
     def _flush(self) -> None:
+        started = time.perf_counter()
         batch = self._batcher.drain()
         if not batch:
             return
@@ -222,13 +296,15 @@ class HistorySink:
             self._insert_failed(batch, done, exc)
             return
         if self._failures:  # the store is back: read again
-            self._failures = 0
+            self._recovered()
             self._consumer.resume(self._consumer.assignment())
         self._batcher.written(batch)
         self._producer.flush(10)  # dead letters of this batch are out before we commit
         self._commit(batch)
         self.stats.flushes += 1
         self.stats.events_written += len(batch.event_ids)
+        if self.on_batch is not None:
+            self.on_batch(time.perf_counter() - started, len(batch.event_ids))
 
     def _insert_table(
         self, table: str, rows: list[dict[str, Any]], sources: list[tuple[int, int, Any]]
@@ -251,17 +327,10 @@ class HistorySink:
             batch.rows.pop(table)
             batch.sources.pop(table, None)
         self._batcher.restore(batch)
-        delay = _RETRY_S[min(self._failures, len(_RETRY_S) - 1)]
-        if not self._failures:  # hold reading (still polling, so the group keeps us) until
-            self._consumer.pause(self._consumer.assignment())  # the batch is written
-        self._failures += 1
-        log.error(
-            "history insert failed tables=%s retry_in_s=%.1f error=%s",
-            sorted(batch.rows),
-            delay,
-            exc,
-        )
-        self._stop.wait(delay)
+        # hold reading (still polling, so the group keeps us) until the batch is written
+        self._consumer.pause(self._consumer.assignment())
+        log.warning("history insert failed tables=%s error=%s", sorted(batch.rows), exc)
+        self._failed("backing_off", exc)
 
     def _commit(self, batch: Batch) -> None:
         if not batch.offsets or self._consumer is None:

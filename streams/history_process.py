@@ -19,20 +19,26 @@ import os
 import signal
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from infra.broker import free_port
 from infra.config import Config, config_env, load_config
 from infra.process import ChildProcess
+from infra.store import StoreError
 from streams.history import HistorySink
+from streams.history_metrics import METRICS_PATH, SinkMetrics
+from streams.prometheus import CONTENT_TYPE_LATEST
 from streams.web import SQL_PATH, run_request
 
-__all__ = ["HistoryProcess", "main"]
+__all__ = ["STATUS_PATH", "HistoryProcess", "main"]
 
 log = logging.getLogger(__name__)
 
 PORT_ENV = "GPUFLOW_HISTORY_PORT"
+LOOPBACK = "127.0.0.1"
+STATUS_PATH = "/status/"
 
 
 class HistoryProcess:
@@ -40,11 +46,18 @@ class HistoryProcess:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.port = free_port(config.worker.web_host)
-        self.url = f"http://{config.worker.web_host}:{self.port}{SQL_PATH}"
+        # loopback only, whatever the worker's own web host: the worker proxies /sql/ to it
+        self.port = free_port(LOOPBACK)
+        self.url = f"http://{LOOPBACK}:{self.port}{SQL_PATH}"
+        self.metrics_url = f"http://{LOOPBACK}:{self.port}{METRICS_PATH}"
         self.log_path = config.data_dir / "history.log"
+        self.status_url = f"http://{LOOPBACK}:{self.port}{STATUS_PATH}"
         # in the worker's process group: a `kill` of the worker's group takes it along
         self._proc = ChildProcess("history process", self.log_path, own_group=False)
+        self.restarts = 0
+        self._client: Any = None
+        self._restart_at = 0.0
+        self._stopping = False
 
     def start(self) -> None:
         env = {**os.environ, **config_env(self.config), PORT_ENV: str(self.port)}
@@ -52,7 +65,35 @@ class HistoryProcess:
         log.info("history process started pid=%s port=%s", pid, self.port)
 
     def stop(self, timeout_s: float = 30.0) -> None:
+        self._stopping = True
         self._proc.stop(timeout_s)
+
+    async def poll(self) -> dict[str, Any]:
+        """The sink's status (restarting the child, with back-off, if it has died)."""
+        import httpx
+
+        if self._stopping:
+            return {"state": "stopped"}
+        if not self._proc.alive():
+            return self._supervise()
+        if self._client is None:  # one client: building one loads the CA store (~50 ms)
+            self._client = httpx.AsyncClient(timeout=1.0, verify=False)  # loopback http only
+        try:
+            answer = await self._client.get(self.status_url)
+            return {**answer.json(), "restarts": self.restarts}
+        except (httpx.HTTPError, ValueError) as exc:  # starting, or wedged
+            return {"state": "unreachable", "last_error": str(exc)[:200], "restarts": self.restarts}
+
+    def _supervise(self) -> dict[str, Any]:
+        now = time.monotonic()
+        if self._proc.pid is not None and self._proc.exited():
+            delay = min(30.0, 2.0 ** min(self.restarts, 5))
+            self._restart_at = now + delay
+            log.error("history process exited; restart in_s=%.0f log=%s", delay, self.log_path)
+        if now >= self._restart_at:
+            self.restarts += 1
+            self.start()
+        return {"state": "down", "restarts": self.restarts}
 
 
 def _die_with_parent() -> None:
@@ -62,7 +103,23 @@ def _die_with_parent() -> None:
 
 
 def _handler(sink: HistorySink) -> type[BaseHTTPRequestHandler]:
+    metrics = SinkMetrics(sink)
+
     class SqlHandler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") == STATUS_PATH.rstrip("/"):
+                # the sink's state (the worker shows it on /health/ and /metrics/)
+                return self._answer(200, sink.status())
+            if self.path.rstrip("/") != METRICS_PATH:
+                self.send_error(404)
+                return
+            data = metrics.exposition()
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_POST(self) -> None:
             try:
                 length = int(self.headers.get("Content-Length", "0"))
@@ -70,7 +127,13 @@ def _handler(sink: HistorySink) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 status, answer = 400, {"error": "body is not JSON"}
             else:
-                status, answer = run_request(sink.store, body)
+                try:
+                    status, answer = run_request(sink.store, body)
+                except StoreError as exc:  # not open yet: the store is unavailable
+                    status, answer = 503, {"error": f"history store unavailable: {exc}"}
+            self._answer(status, answer)
+
+        def _answer(self, status: int, answer: Any) -> None:
             data = json.dumps(answer, default=str).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -93,9 +156,7 @@ def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     sink = HistorySink(config).start()
-    server = ThreadingHTTPServer(
-        (config.worker.web_host, int(os.environ[PORT_ENV])), _handler(sink)
-    )
+    server = ThreadingHTTPServer((LOOPBACK, int(os.environ[PORT_ENV])), _handler(sink))
     threading.Thread(target=server.serve_forever, name="sql-http", daemon=True).start()
     while not stop.wait(1.0):
         if os.getppid() != parent or sink.error is not None:  # orphaned, or the sink died

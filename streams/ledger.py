@@ -19,20 +19,28 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from infra.config import KafkaConfig
 from infra.kafka import consumer
-from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS
+from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, TOPICS
 from schemas import Codec, DecodeError
 
-__all__ = ["read_ended_jobs", "read_final_decisions", "read_job_log", "read_migrations"]
+__all__ = [
+    "overbooked",
+    "read_ended_jobs",
+    "read_final_decisions",
+    "read_job_log",
+    "read_migrations",
+    "read_routed_attempts",
+]
 
 log = logging.getLogger(__name__)
 
 _FINAL = ("PLACED", "REJECTED")
+_EVENT_OF = {t.name: t.event for t in TOPICS}
 _ENDED = ("FINISHED", "FAILED", "EVICTED")
 
 
 def _read_topic(
     kafka: KafkaConfig, codec: Codec, topic: str, timeout_s: float
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[tuple[dict[str, Any], int]]:
     """Every decodable record of `topic`, from the beginning to end-of-partition."""
     c = consumer(
         kafka, group_id=f"gpuflow-ledger-{time.monotonic_ns()}", **{"enable.partition.eof": True}
@@ -57,9 +65,11 @@ def _read_topic(
                         pending.discard(partition)
                     continue
                 try:
-                    yield codec.decode(msg.value(), topic=topic)[1]
+                    name, record = codec.decode(msg.value(), topic=topic)
                 except DecodeError:
                     continue  # its consumer dead-letters it; nothing to learn here
+                if name == _EVENT_OF.get(topic, name):  # another event type: dead-lettered too
+                    yield record, msg.timestamp()[1]
     finally:
         c.close()
 
@@ -71,8 +81,9 @@ def read_final_decisions(
     started = time.monotonic()
     found = {
         r["job_id"]: r
-        for r in _read_topic(kafka, codec, topic, timeout_s)
-        if r.get("outcome") in _FINAL
+        for r, _ in _read_topic(kafka, codec, topic, timeout_s)
+        # a submission refused at admission (streams.admission) leaves its job id undecided
+        if r.get("outcome") in _FINAL and r.get("admitted", True)
     }
     log.info("ledger read final=%d in_s=%.2f", len(found), time.monotonic() - started)
     return found
@@ -80,27 +91,82 @@ def read_final_decisions(
 
 def read_ended_jobs(
     kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
-) -> set[str]:
-    """Jobs the executor reported finished, failed or evicted: their GPUs are free again.
+) -> dict[str, int]:
+    """Jobs the executor reported finished, failed or evicted, with when the last such report
+    was written (ms): their GPUs are free again if that is after their placement.
 
     The log, not the reservations table, is the authority: a table write lost in a crash
     must neither leak GPUs (a release lost) nor resurrect a finished job.
     """
-    return {
-        r["job_id"] for r in _read_topic(kafka, codec, topic, timeout_s) if r.get("type") in _ENDED
-    }
+    ended: dict[str, int] = {}
+    for r, written in _read_topic(kafka, codec, topic, timeout_s):
+        if r.get("type") in _ENDED:
+            ended[r["job_id"]] = max(ended.get(r["job_id"], 0), written)
+    return ended
+
+
+def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
+    """GPUs whose concurrent reservations exceed one whole GPU, from the logs alone.
+
+    A placement holds its GPUs from its decision's ts until the job's first ending event
+    (FINISHED, FAILED, EVICTED) stamped at or after it (the placer only reuses GPUs after it
+    consumed that event, so later decisions are later in ts). An ending event stamped before
+    the placement (a stale or hostile one) cannot be placed on this timeline and is skipped,
+    which can only make the check stricter.
+    """
+    ends: dict[str, list[int]] = {}
+    for e in events:
+        if e.get("type") in _ENDED:
+            ends.setdefault(e["job_id"], []).append(int(e["ts"]))
+    spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+    for d in decisions:
+        if d.get("outcome") != "PLACED":
+            continue
+        end = min((t for t in ends.get(d["job_id"], ()) if t >= d["ts"]), default=2**62)
+        for a in d["assignments"]:
+            for gpu in a["gpu_indices"]:
+                spans.setdefault((a["node_id"], gpu), []).append((d["ts"], end, a["gpu_milli"]))
+    bad = []
+    for gpu, intervals in spans.items():
+        points = sorted(
+            [(s, m) for s, _, m in intervals] + [(e, -m) for _, e, m in intervals],
+            key=lambda p: (p[0], p[1]),
+        )
+        held = 0
+        for _, delta in points:
+            held += delta
+            if held > 1000:
+                bad.append(f"{gpu[0]}[{gpu[1]}] holds {held} milli")
+                break
+    return bad
+
+
+def read_routed_attempts(
+    kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_ROUTED, timeout_s: float = 60.0
+) -> dict[str, int]:
+    """job_id -> the highest attempt of its RoutedJob records: how far each job has travelled.
+
+    With several workers, the routed log is what tells a worker taking over a partition that
+    a replayed job was already routed, or already forwarded past a region.
+    """
+    out: dict[str, int] = {}
+    for r, _ in _read_topic(kafka, codec, topic, timeout_s):
+        job_id, attempt = r["job"]["job_id"], int(r["attempt"])
+        if attempt > out.get(job_id, 0):
+            out[job_id] = attempt
+    return out
 
 
 def read_job_log(
     kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
-) -> tuple[set[str], dict[str, list[dict[str, Any]]]]:
-    """One pass over the job-event log: the jobs that ended, and each job's MIGRATED reports
-    (in log order)."""
-    ended: set[str] = set()
+) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
+    """One pass over the job-event log: the jobs that ended (with when, as `read_ended_jobs`),
+    and each job's MIGRATED reports in log order."""
+    ended: dict[str, int] = {}
     migrated: dict[str, list[dict[str, Any]]] = {}
-    for r in _read_topic(kafka, codec, topic, timeout_s):
+    for r, written in _read_topic(kafka, codec, topic, timeout_s):
         if r.get("type") in _ENDED:
-            ended.add(r["job_id"])
+            ended[r["job_id"]] = max(ended.get(r["job_id"], 0), written)
         elif r.get("type") == "MIGRATED":
             migrated.setdefault(r["job_id"], []).append(r)
     return ended, migrated
@@ -112,7 +178,7 @@ def read_migrations(
     """job_id -> its MigrationDecisions in log order (duplicates from redelivery dropped)."""
     out: dict[str, list[dict[str, Any]]] = {}
     seen: set[str] = set()
-    for r in _read_topic(kafka, codec, topic, timeout_s):
+    for r, _ in _read_topic(kafka, codec, topic, timeout_s):
         if r["event_id"] not in seen:
             seen.add(r["event_id"])
             out.setdefault(r["job_id"], []).append(r)

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from streams.prometheus import record_telemetry
+
 __all__ = ["Metrics"]
 
 
@@ -19,19 +21,33 @@ class Metrics:
     started: float = field(default_factory=time.monotonic)
     events: Counter[str] = field(default_factory=Counter)
     telemetry_lag_ms: deque[float] = field(default_factory=lambda: deque(maxlen=20_000))
+    # per consumer: records read, dead-lettered, and faults caught (streams.runtime.guard)
+    consumed: Counter[str] = field(default_factory=Counter)
+    dead_lettered: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    ignored: Counter[str] = field(default_factory=Counter)  # valid but out of date / unknown
 
     def seen(self, stream: str) -> None:
         self.events[stream] += 1
 
+    def fault(self, consumer: str) -> None:
+        self.faults[consumer] += 1
+
     def telemetry(self, ts_ms: int) -> None:
         self.events["telemetry"] += 1
-        self.telemetry_lag_ms.append(time.time() * 1000 - ts_ms)
+        lag_ms = time.time() * 1000 - ts_ms
+        self.telemetry_lag_ms.append(lag_ms)
+        record_telemetry(lag_ms / 1000)  # the same sample on the Prometheus page
 
     def snapshot(self) -> dict[str, Any]:
         lag = np.asarray(self.telemetry_lag_ms, dtype=float)
         return {
             "uptime_s": round(time.monotonic() - self.started, 1),
             "events": dict(self.events),
+            "consumed": dict(self.consumed),
+            "dead_lettered": dict(self.dead_lettered),
+            "faults": dict(self.faults),
+            "ignored": dict(self.ignored),
             "telemetry_lag_ms": {
                 "samples": int(lag.size),
                 "p50": float(np.percentile(lag, 50)) if lag.size else None,

@@ -3,26 +3,45 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.kafka import committed_offsets, end_offsets
-from infra.topics import DEADLETTER, NODE_INVENTORY
+from infra.signing import verifier
+from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, NODE_INVENTORY
 from schemas import Codec, CodecError
+from scorer.errors import GpuflowError
+from streams.activity import Activity
+from streams.admission import VERIFIED_TENANT, Admission
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
-from streams.ledger import read_final_decisions, read_job_log, read_migrations
+from streams.ledger import (
+    read_final_decisions,
+    read_job_log,
+    read_migrations,
+    read_routed_attempts,
+)
 from streams.metrics import Metrics
+from streams.metrics_page import note_sent
 from streams.outbox import Outgoing
+from streams.ownership import Ownership
+from streams.prometheus import METRICS, record_dead_letter
+from streams.regions import RemoteRegions
 from streams.scheduling import Scheduler
+from streams.validation import Rules, joined, problems
+from streams.webui import RecentDecisions
 
 __all__ = ["Runtime"]
 
 log = logging.getLogger(__name__)
+
+# Faults of our own logic on a hostile record: the record is dead-lettered, the agent lives on.
+_LOGIC_FAULTS = (GpuflowError, ArithmeticError, LookupError, TypeError, ValueError, AttributeError)
 
 
 class Runtime:
@@ -43,21 +62,42 @@ class Runtime:
         self.sent: dict[str, int] = {}  # messages sent per topic (the replay's lockstep reads it)
         self.job_events = 0  # job events the lifecycle agent has finished handling
         self.ticks = 0  # timer ticks handled
+        self.holding_state = False  # the broker lost its log: never rebuild from it
         self.metrics = Metrics()
+        self.dependencies: dict[str, dict[str, Any]] = {}  # name -> its last status
+        self.fleet.ignored = self.metrics.ignored
+        self.activity = Activity()  # `/activity/`, read by `gpuflow top`
+        self.ownership: Ownership | None = None  # set by create_app: partitions owned now
+        self.remote: RemoteRegions | None = None  # other workers' region summaries
+        self.recent = RecentDecisions()  # the latest decisions, for the /ui/ page
         self.stalls = StallWatch(config.worker.stall_after_s)
+        self.admission = Admission(verifier(config.auth), codec, scheduler.partition_of)
+        self.rules = Rules(
+            max_future_ms=int(config.worker.max_clock_skew_s * 1000),
+            verified_required=self.admission.required,
+            max_regions=config.worker.max_regions,
+        )
 
     # -- readiness ----------------------------------------------------------------------------
 
     async def ensure_ready(self, *, fleet: bool = True) -> None:
         """Rebuild state once (and after each recovery); optionally wait for inventory catch-up."""
+        if self.dirty and self.holding_state:
+            self.dirty = False  # the log is empty, not the truth: keep what we hold
+            log.warning("not rebuilding from the broker's log: its storage was lost")
         if self.dirty:
             self.dirty = False
             self._ready.clear()
+            self._fleet_caught_up.clear()  # regions gained in a rebalance: know their nodes
             self._preparing = None
         if not self._ready.is_set():
             if self._preparing is None:
                 self._preparing = asyncio.ensure_future(self._prepare())
-            await asyncio.shield(self._preparing)
+            try:
+                await asyncio.shield(self._preparing)
+            except Exception:
+                self._preparing = None  # try again with the next event, not never
+                raise
         if fleet and not self._fleet_caught_up.is_set():
             await self._wait_for_inventory(timeout_s=30.0)
 
@@ -71,20 +111,42 @@ class Runtime:
             None, read_job_log, self.config.kafka, self.codec
         )
         moves = await loop.run_in_executor(None, read_migrations, self.config.kafka, self.codec)
-        self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends)
-        self.scheduler.rebuild(logged, ended, moves=moves, migrated=migrated)
+        routed = await loop.run_in_executor(
+            None, read_routed_attempts, self.config.kafka, self.codec
+        )
+        owned = self.ownership.partitions() if self.ownership is not None else None
+        self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends, owned)
+        self.scheduler.rebuild(logged, ended, self._owns(owned), moves=moves, migrated=migrated)
+        self.scheduler.note_routed(routed)
+        METRICS.rebalances.inc()
+        self.fleet.stale &= set(self.scheduler.nodes)
+        if self.remote is not None:  # the router must know every region before it decides
+            await loop.run_in_executor(None, self.remote.wait_caught_up, 15.0)
         self._ready.set()
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
 
-    def _inventory_ends(self) -> dict[int, int]:
-        """Offsets the inventory agent must reach: the log's end, minus what it had committed.
+    def _owns(self, owned: frozenset[int] | None) -> Callable[[str], bool]:
+        """Regions on the partitions this worker owns (all of them without an assignment)."""
+        if self.ownership is None or owned is None:
+            return lambda region: True
+        ownership = self.ownership
+        log.info("owning partitions=%s", sorted(owned))
+        return lambda region: ownership.owns(region, owned)
+
+    def _inventory_ends(self, owned: frozenset[int] | None = None) -> dict[int, int]:
+        """Offsets the inventory agent must reach: the log's end, minus what it had committed,
+        on the partitions this worker owns (another worker's never reach this one).
 
         After a restart the agent resumes at its committed offsets and the tables already hold
         the rest, so a partition whose commit is at the end is caught up without new events.
         """
         ends = end_offsets(self.config.kafka, NODE_INVENTORY)
         done = committed_offsets(self.config.kafka, self.config.worker.app_id, NODE_INVENTORY)
-        return {p: end for p, end in ends.items() if done.get(p, 0) < end}
+        return {
+            p: end
+            for p, end in ends.items()
+            if done.get(p, 0) < end and (owned is None or p in owned)
+        }
 
     def inventory_caught_up(self) -> bool:
         return all(
@@ -100,15 +162,44 @@ class Runtime:
             log.warning("inventory not caught up after %.0fs; deciding anyway", timeout_s)
         self._fleet_caught_up.set()
 
+    async def storage_lost(self, found: Mapping[tuple[str, int], tuple[int, int]]) -> None:
+        """The broker's log ends behind our own commits: say so, and hold what we know."""
+        self.holding_state = True
+        for (topic, partition), (end, ours) in sorted(found.items()):
+            log.error(
+                "BROKER LOST ITS LOG: %s/%s ends at offset %d but this worker committed %d "
+                "there; its storage was reset (a memory:// broker restarted?)",
+                topic,
+                partition,
+                end,
+                ours,
+            )
+        log.error(
+            "holding %d reservations and %d final decisions in memory and refusing to rebuild "
+            "from the empty log (that would hand out GPUs running jobs hold); restart agents "
+            "and executors so they re-announce, and do not restart this worker until then",
+            len(self.scheduler.state.jobs),
+            len(self.scheduler.final),
+        )
+
+    def dependency_report(self) -> dict[str, Any]:
+        """{"dependencies": name -> status, "degraded": names whose state is not ok}."""
+        degraded = sorted(n for n, s in self.dependencies.items() if s.get("state") != "ok")
+        return {"dependencies": dict(self.dependencies), "degraded": degraded}
+
     # -- sending ------------------------------------------------------------------------------
 
     async def send_all(self, messages: Iterable[Outgoing]) -> None:
         for msg in messages:
+            if msg.topic == DECISIONS_PLACEMENT:
+                self.activity.on_decision(msg.record)
             value = self.codec.encode(msg.event, msg.record, topic=msg.topic)
             await self.topics[msg.topic].send(
                 key=msg.key.encode(), value=value, partition=msg.partition
             )
             self.sent[msg.topic] = self.sent.get(msg.topic, 0) + 1
+            note_sent(msg)
+            self.recent.add(msg)
 
     async def dead_letter(self, message: Any, error: Exception | str, consumer_name: str) -> None:
         """Park bytes we cannot use, with why and where they came from; the stream goes on."""
@@ -116,6 +207,8 @@ class Runtime:
             topic=message.topic, partition=message.partition, offset=message.offset,
             key=message.key, value=message.value, error=error, consumer=consumer_name,
         )  # fmt: skip
+        self.activity.on_dead_letter(error)
+        record_dead_letter(message.topic, consumer_name)
         log.warning(
             "dead letter topic=%s partition=%s offset=%s consumer=%s error=%s",
             message.topic,
@@ -131,15 +224,57 @@ class Runtime:
             return
         await self.topics[DEADLETTER].send(key=message.key, value=value)
 
+    @contextlib.asynccontextmanager
+    async def guard(self, event: Any, consumer_name: str) -> AsyncIterator[None]:
+        """Around one event's processing: a fault in our logic dead-letters the event (with the
+        exception as its reason) instead of crashing the agent; broker errors still propagate."""
+        try:
+            yield
+        except _LOGIC_FAULTS as exc:
+            self.metrics.fault(consumer_name)
+            log.exception("processing failed consumer=%s", consumer_name)
+            await self.dead_letter(
+                event.message, f"processing failed: {type(exc).__name__}: {exc}", consumer_name
+            )
+
     async def decode(self, event: Any, expected: str, consumer_name: str) -> dict[str, Any] | None:
-        """The event's record, or None after dead-lettering it."""
+        """The event's record if it is usable, else None after dead-lettering it.
+
+        Usable: it decodes, is the `expected` event, is admitted (a JobSubmitted, when tenant
+        keys are configured: streams.admission) and passes `streams.validation`.
+        """
         message = event.message
+        self.metrics.consumed[consumer_name] += 1
+        METRICS.events.labels(consumer_name).inc()
         try:
             name, record = self.codec.decode(message.value, topic=message.topic)
         except CodecError as exc:
-            await self.dead_letter(message, exc, consumer_name)
+            await self._reject(message, str(exc), consumer_name)
             return None
         if name != expected:
-            await self.dead_letter(message, f"expected {expected}, got {name}", consumer_name)
+            await self._reject(message, f"expected {expected}, got {name}", consumer_name)
+            return None
+        if name == "JobSubmitted" and not await self._admit(message, record):
+            return None
+        found = problems(name, record, self.rules)
+        if found:
+            await self._reject(message, f"invalid {name}: {joined(found)}", consumer_name)
+            if name == "JobSubmitted":  # the user still gets an answer
+                await self.send_all(self.scheduler.reject_invalid(record, found))
             return None
         return record
+
+    async def _admit(self, message: Any, record: dict[str, Any]) -> bool:
+        """Tenant identity (streams.admission): refused submissions get a decision + letter."""
+        verdict = self.admission.check(message, record)
+        if verdict.admitted:
+            record[VERIFIED_TENANT] = verdict.tenant
+            return True
+        reason = verdict.reason or "not admitted"
+        await self._reject(message, f"not admitted: {reason}", "router")
+        await self.send_all([self.admission.refusal(record, reason)])
+        return False
+
+    async def _reject(self, message: Any, error: str, consumer_name: str) -> None:
+        self.metrics.dead_lettered[consumer_name] += 1
+        await self.dead_letter(message, error, consumer_name)

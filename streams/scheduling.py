@@ -68,6 +68,7 @@ class Scheduler:
         replan: ReplanConfig | None = None,
         queue_order: str = "fifo",
         clock: Clock | None = None,
+        porting_penalties: Mapping[str, float] | None = None,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -76,9 +77,12 @@ class Scheduler:
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
         self.final: set[str] = set()
+        # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
+        self.routed_attempts: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
+        self.porting_penalties = dict(porting_penalties or {})  # the router's, as the placer's
         self._views: tuple[float, dict[str, Any]] = (0.0, {})
         if queue_order not in ORDERS:
             raise ValueError(f"queue_order must be one of {ORDERS}, not {queue_order!r}")
@@ -93,7 +97,8 @@ class Scheduler:
     def rebuild(
         self,
         logged: Mapping[str, Mapping[str, Any]],
-        ended: Collection[str] = (),
+        ended: Collection[str] | Mapping[str, int] = (),
+        owns: Callable[[str], bool] = lambda region: True,
         *,
         moves: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
         migrated: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
@@ -107,8 +112,11 @@ class Scheduler:
         (job_id -> its MigrationDecisions, in log order) and `migrated` (job_id -> its MIGRATED
         events) put a moved job on the GPUs it moved to and hold the targets of moves still in
         flight (`Replanner.rebuild`). Idempotent: after a rebalance it runs again on live state,
-        which also knows decisions not yet logged.
+        which also knows decisions not yet logged. `owns(region)` says which regions this
+        worker holds now: the rest leave memory, and only owned regions' placements are
+        restored from the log.
         """
+        self.forget_unowned(owns)
         for job_id in list(self.state.jobs):
             self.state.release(job_id)
         for record in self.nodes.values():
@@ -118,20 +126,21 @@ class Scheduler:
         for job_id, entry in list(self.reservations.items()):
             if job_id not in self.final:
                 del self.reservations[job_id]
-            elif job_id in ended and not entry.get("released"):
+            elif _has_ended(ended, job_id, entry.get("placed_ts")) and not entry.get("released"):
                 self.reservations[job_id] = {**entry, "released": True}
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
         for job_id, decision in logged.items():  # announced, but the table lost it
-            if decision["outcome"] == "PLACED" and job_id not in self.reservations:
-                entry = _entry_of(decision, released=job_id in ended)
+            placed = decision["outcome"] == "PLACED" and owns(decision.get("region") or "")
+            if placed and job_id not in self.reservations:
+                entry = _entry_of(decision, released=_has_ended(ended, job_id, decision.get("ts")))
                 self.reservations[job_id] = entry
                 if not entry["released"]:
                     self._reserve_quietly(job_id, entry["assignments"])
         for job_id in [j for j in self.queue if j in self.final]:
             del self.queue[job_id]
         if self.replanner is not None:
-            self.replanner.rebuild(moves or {}, migrated or {}, set(ended))
+            self.replanner.rebuild(moves or {}, migrated or {}, set(ended))  # keys: the ended
         log.info(
             "rebuilt nodes=%d final=%d held=%d queued=%d",
             len(self.nodes),
@@ -139,6 +148,36 @@ class Scheduler:
             len(self.state.jobs),
             len(self.queue),
         )
+
+    def note_routed(self, attempts: Mapping[str, int]) -> None:
+        """Remember how far each undecided job got through the regions (from the routed log).
+
+        With several workers a replayed record must not start a second path for a job: a
+        router that takes over a `jobs.submitted` partition would route an already routed
+        job again (maybe to another region and worker), and a placer that takes over a region
+        would decide a RoutedJob its predecessor had already forwarded to another region.
+        """
+        self.routed_attempts = {j: a for j, a in attempts.items() if j not in self.final}
+
+    def forget_unowned(self, owns: Callable[[str], bool]) -> list[str]:
+        """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
+        from memory only (the owner recovers them from the changelog); the nodes dropped."""
+        for table in (self.nodes, self.reservations, self.queue):
+            gone = [k for k, v in table.items() if not owns(str(v.get("region") or ""))]
+            forget = getattr(table, "forget_local", None)  # a RegionTable: no tombstones
+            if forget is not None:
+                forget(gone)
+            else:
+                for key in gone:
+                    table.pop(key, None)
+        dropped = [n.node_id for n in self.state.nodes if not owns(n.region)]
+        for node_id in dropped:
+            self.state.remove_node(node_id)
+            self.last_seen.pop(node_id, None)
+        if dropped:
+            log.info("forgot regions no longer owned nodes=%d", len(dropped))
+        self._views = (0.0, {})
+        return dropped
 
     def _reserve_quietly(self, job_id: str, assignments: Any) -> None:
         try:
@@ -167,7 +206,7 @@ class Scheduler:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
         job_id = job["job_id"]
         self.clock.observe(int(job["ts"]))
-        if job_id in self.final:
+        if job_id in self.final or job_id in self.routed_attempts:  # decided, or on its way
             return []
         submitted_ts = int(job["ts"])
         problems = job_problems(job)
@@ -175,7 +214,9 @@ class Scheduler:
             return self._refuse_unrouted(
                 job, started_ns, [f"invalid job spec: {p}" for p in problems]
             )
-        ranked = rank_regions(job_spec(job), self.region_views())
+        ranked = rank_regions(
+            job_spec(job), self.region_views(), porting_penalties=self.porting_penalties
+        )
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"
@@ -193,8 +234,17 @@ class Scheduler:
             "refusals": {},
             "queue_region": None,
             "worker_us": _us_since(started_ns),
+            "verified_tenant": job.get("verified_tenant"),  # set by streams.admission
         }
         return [self._routed(routed)]
+
+    def reject_invalid(self, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
+        """REJECTED for a submission that failed validation (once per job id)."""
+        job_id = str(job["job_id"])
+        if job_id in self.final or not job_id.strip() or len(job_id) > 256:
+            return []  # no usable job id to answer under: the dead letter says it all
+        reasons = [f"invalid job spec: {p}" for p in problems]
+        return self._refuse_unrouted(job, time.perf_counter_ns(), reasons)
 
     def _refuse_unrouted(
         self, job: Mapping[str, Any], started_ns: int, reasons: list[str]
@@ -222,6 +272,8 @@ class Scheduler:
         self.clock.observe(int(routed.get("ts") or 0))
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
+        if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
+            return []  # a replay: this job was already forwarded past this region
         result = self.placer.place(job_spec(job), region)
         if result.placed:
             placed = self._commit(routed, result, started_ns, why)
@@ -322,7 +374,7 @@ class Scheduler:
                     partition_of=self.partition_of,
                 )
             ]
-        reasons = list(result.reasons) or ["no node in any allowed region can ever host this job"]
+        reasons = self._rejection_reasons(job, result)
         return [
             self._final(
                 job,
@@ -336,6 +388,18 @@ class Scheduler:
                 worker_us=worker_us,
             )
         ]
+
+    def _rejection_reasons(self, job: Mapping[str, Any], last: PlacementResult) -> list[str]:
+        """Why a job is rejected, over every region this worker holds: the last region tried
+        may lack the job's GPU model altogether ("H200 is not an allowed GPU model") while the
+        decisive reason is elsewhere ("needs 139 GiB per GPU, H100 has 79.6 GiB")."""
+        everywhere = self.placer.place(job_spec(job), None)
+        reasons = list(everywhere.reasons) if not everywhere.placed else []
+        return (
+            reasons
+            or list(last.reasons)
+            or ["no node in any allowed region can ever host this job"]
+        )
 
     def _final(
         self,
@@ -370,8 +434,15 @@ class Scheduler:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def on_job_event(self, event: Mapping[str, Any]) -> list[Outgoing]:
-        """Release GPUs when a job ends, move them when it migrated; then decide again."""
+    def on_job_event(
+        self, event: Mapping[str, Any], *, produced_ms: int | None = None
+    ) -> list[Outgoing]:
+        """Release GPUs when a job ends, move them when it migrated; then decide again.
+
+        `produced_ms` is when the event was written to the log (its Kafka timestamp): an end
+        written before this placement was decided (a finish before a start, a stale or
+        replayed event) is not about this placement and frees nothing.
+        """
         kind, job_id = event["type"], event["job_id"]
         self.clock.observe(int(event.get("ts") or 0))
         if kind == "MIGRATED":
@@ -380,9 +451,16 @@ class Scheduler:
             return self._after_release(self.replanner.on_migrated(event))
         if kind not in ("FINISHED", "FAILED", "EVICTED"):
             return []
+        entry = self.reservations.get(job_id)
+        if (
+            entry is not None
+            and produced_ms is not None
+            and produced_ms < entry.get("placed_ts", 0)
+        ):
+            log.warning("end of job written before its placement ignored job_id=%s", job_id)
+            return []
         if self.replanner is not None:
             self.replanner.forget(job_id)
-        entry = self.reservations.get(job_id)
         if entry is None or entry.get("released"):
             self.state.release(job_id)  # idempotent
             return []
@@ -502,6 +580,7 @@ def _entry_of(decision: Mapping[str, Any], *, released: bool) -> dict[str, Any]:
         "assignments": decision["assignments"],
         "gpu_model": decision.get("gpu_model"),
         "released": released,
+        "placed_ts": decision.get("ts"),
         "started_ms": int(decision["ts"]),
         "speed": float(decision.get("expected_throughput") or 0.0),
     }
@@ -509,3 +588,11 @@ def _entry_of(decision: Mapping[str, Any], *, released: bool) -> dict[str, Any]:
 
 def _us_since(started_ns: int) -> int:
     return (time.perf_counter_ns() - started_ns) // 1000
+
+
+def _has_ended(ended: Collection[str] | Mapping[str, int], job_id: str, placed_ts: Any) -> bool:
+    """Whether the job-event log ends this placement: with write times (a mapping), only an
+    end written at or after the placement counts (as `on_job_event` judges it live)."""
+    if isinstance(ended, Mapping):
+        return job_id in ended and ended[job_id] >= int(placed_ts or 0)
+    return job_id in ended

@@ -22,11 +22,17 @@ back. `_ConsumerThread` keeps only records of active partitions and seeks the ot
 
 Recovery ends: Faust restores a table up to the end offset the broker reports, and the embedded
 broker reports the base offset of the last batch + 1; `_Consumer.highwaters` reads to the end.
+
+Leaving the group: on stop aiokafka sends LeaveGroup only from generation 1 on (Kafka's first),
+but the embedded broker numbers generations from 0, so a stopping worker never left and its
+partitions waited a session timeout. `_ConsumerThread` leaves from generation 0 too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
@@ -38,6 +44,8 @@ from infra.config import KafkaConfig
 from infra.kafka import end_offsets
 
 __all__ = ["GpuflowApp"]
+
+log = logging.getLogger(__name__)
 
 
 class _ConsumerThread(driver.AIOKafkaConsumerThread):
@@ -78,6 +86,29 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         for tp in [tp for tp in records if tp not in active_partitions]:
             consumer.seek(tp, records.pop(tp)[0].offset)
         return records
+
+    async def on_thread_stop(self) -> None:
+        coordinator = getattr(self._consumer, "_coordinator", None)
+        if coordinator is not None and coordinator.generation == 0:
+            coordinator._maybe_leave_group = functools.partial(_leave_group, coordinator)
+        await super().on_thread_stop()
+
+
+async def _leave_group(coordinator: Any) -> None:
+    """aiokafka's `_maybe_leave_group`, for a member of generation 0 (see module docs)."""
+    from aiokafka.errors import KafkaError
+    from aiokafka.protocol.group import LeaveGroupRequest
+
+    if coordinator.generation >= 0 and coordinator._group_instance_id is None:
+        try:
+            await coordinator._send_req(
+                LeaveGroupRequest(coordinator.group_id, coordinator.member_id)
+            )
+        except KafkaError as err:
+            log.error("LeaveGroup request failed: %s", err)
+        else:
+            log.info("LeaveGroup request succeeded")
+    coordinator.reset_generation()
 
 
 class _Consumer(driver.Consumer):

@@ -31,11 +31,16 @@ def main() -> None:
     except ConfigError as exc:
         print(f"gpuflow worker: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    from faust.worker import Worker
+    from streams.shutdown import GracefulWorker
 
     # The history sink and the consumer threads share the GIL with the event loop; a shorter
     # switch interval (default 5 ms) keeps a busy thread from stalling a decision that long.
     sys.setswitchinterval(0.001)
 
     sys.argv = sys.argv[:1]  # Faust's worker parses argv; ours is already applied
-    Worker(app, loglevel=config.worker.log_level, quiet=True).execute_from_commandline()
+    GracefulWorker(
+        app,
+        loglevel=config.worker.log_level,
+        quiet=True,
+        shutdown_timeout_s=config.worker.shutdown_timeout_s,
+    ).execute_from_commandline()

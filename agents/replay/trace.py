@@ -260,7 +260,12 @@ def load_throughputs(path: str | Path, catalog: Catalog | None = None) -> Throug
     """Our `throughputs.csv`, or Gavel's table (detected by its `gpu_type` column)."""
     catalog = catalog or default_catalog()
     table: dict[tuple[str, str, int, bool], float] = {}
-    first = Path(path).read_text(encoding="utf-8-sig").lstrip().split("\n", 1)[0].lower()
+    try:
+        first = Path(path).read_text(encoding="utf-8-sig").lstrip().split("\n", 1)[0].lower()
+    except OSError as exc:
+        raise TraceError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(str(path), f"not UTF-8 text ({exc.reason})") from None
     gavel = "gpu_type" in first and "steps_per_sec" in first
     cols = (
         ("job_type", "gpu_type", "scale_factor", "steps_per_sec") if gavel else THROUGHPUT_COLUMNS

@@ -11,7 +11,7 @@ import typer
 from infra.config import Config, load_config
 from infra.errors import ConfigError
 
-__all__ = ["STACK_FILE", "fail", "running_config", "write_stack_file"]
+__all__ = ["STACK_FILE", "fail", "running_config", "worker_url", "write_stack_file"]
 
 STACK_FILE = "stack.json"
 
@@ -32,6 +32,17 @@ def write_stack_file(config: Config) -> Path:
     }
     path.write_text(json.dumps(info))
     return path
+
+
+def worker_url(config: Config) -> str:
+    """The running worker's web root: from `gpuflow up`'s stack file, else the configured port."""
+    stack = config.data_dir / STACK_FILE
+    if stack.is_file():
+        try:
+            return str(json.loads(stack.read_text())["web"])
+        except (ValueError, KeyError):
+            pass
+    return f"http://{config.worker.web_host}:{config.worker.web_port}"
 
 
 def running_config(data_dir: Path | None = None, **overrides: Any) -> Config:

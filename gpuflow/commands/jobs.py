@@ -12,11 +12,14 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicP
 from rich.console import Console
 from rich.table import Table
 
-from gpuflow.commands.common import fail, running_config
+from gpuflow.commands.common import fail, running_config, worker_url
+from gpuflow.dryrun import PlanError, plan_lines, request_plan
 from gpuflow.render import decision_line
 from infra.config import Config
+from infra.errors import ConfigError
 from infra.jobspec import JobSpecError, job_record, load_job_file
 from infra.kafka import consumer, producer, topic_offsets
+from infra.signing import signer
 from infra.topics import DECISIONS_PLACEMENT, JOBS_SUBMITTED, TOPICS
 from schemas import DecodeError, make_codec
 
@@ -50,11 +53,30 @@ def submit(
     params_b: Annotated[float | None, typer.Option(help="Model parameters, billions.")] = None,
     priority: Annotated[int | None, typer.Option(help="Higher runs first.")] = None,
     duration: Annotated[float | None, typer.Option(help="Expected run time, s.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the decision.")] = 30.0,
+    family: Annotated[str | None, typer.Option(help="Model family (llama, bert...).")] = None,
+    tensor_parallel: Annotated[int | None, typer.Option(help="Tensor-parallel degree.")] = None,
+    pipeline_parallel: Annotated[int | None, typer.Option(help="Pipeline degree.")] = None,
+    finetune: Annotated[str | None, typer.Option(help="FULL, LORA or QLORA.")] = None,
+    sharding: Annotated[str | None, typer.Option(help="NONE, ZERO1/2/3, FSDP.")] = None,
+    optimizer: Annotated[str | None, typer.Option(help="ADAM, ADAM_8BIT or SGD.")] = None,
+    offload: Annotated[
+        bool | None, typer.Option("--offload/--no-offload", help="Optimizer in host memory.")
+    ] = None,
+    micro_batch: Annotated[int | None, typer.Option(help="Micro-batch (serving: batch).")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Sequence / context length.")] = None,
+    checkpointing: Annotated[
+        bool | None, typer.Option("--checkpointing/--no-checkpointing", help="Recompute.")
+    ] = None,
+    stack: Annotated[str | None, typer.Option(help="Built for: cuda-12.1, rocm-6.0...")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the decision.")] = 60.0,
     data_dir: Annotated[Path, typer.Option(help="Where `gpuflow up` runs.")] = Path("gpuflow-data"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Send nothing: show where it would go and why not there."),
+    ] = False,
 ) -> None:
-    """Submit one job and print its decision."""
+    """Submit one job and print its decision (or, with --dry-run, where it would go)."""
     flags = {
         "job_id": job_id,
         "gpu_count": gpus,
@@ -66,12 +88,27 @@ def submit(
         "params_b": params_b,
         "priority": priority,
         "expected_duration_s": duration,
+        "model_family": family,
+        "tensor_parallel": tensor_parallel,
+        "pipeline_parallel": pipeline_parallel,
+        "finetune": finetune,
+        "sharding": sharding,
+        "optimizer": optimizer,
+        "optimizer_offload": offload,
+        "micro_batch": micro_batch,
+        "seq_len": seq_len,
+        "activation_checkpointing": checkpointing,
+        "software_stack": stack,
     }
     try:
         record = _spec_from(job_file, flags)
     except JobSpecError as exc:
         raise fail(f"bad job spec: {exc}") from None
     config = running_config(data_dir)
+    if dry_run:
+        _dry_run(config, record, as_json)
+        return
+    record = _signed(config, record)
     decision = _submit_and_wait(config, record, timeout)
     if decision is None:
         raise fail(f"no final decision for {record['job_id']} within {timeout:.0f}s")
@@ -80,6 +117,37 @@ def submit(
     else:
         Console().print(decision_line(decision), highlight=False, soft_wrap=True)
     if decision["outcome"] == "REJECTED":
+        raise typer.Exit(1)
+
+
+def _signed(config: Config, record: dict[str, Any]) -> dict[str, Any]:
+    """The record signed with the configured tenant key (`[auth]`, GPUFLOW_AUTH_*), if any."""
+    try:
+        key = signer(config.auth)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    if key is None:
+        return record
+    claimed = record.get("tenant")
+    if claimed not in (None, "default", key.key.tenant):
+        owner = key.key.tenant
+        raise fail(f"bad job spec: tenant: {claimed!r}, but the signing key is {owner!r}'s")
+    return key.sign(record)
+
+
+def _dry_run(config: Config, record: dict[str, Any], as_json: bool) -> None:
+    """Ask the worker's /plan/ page; no event is produced."""
+    try:
+        plan = request_plan(worker_url(config), record)
+    except PlanError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        typer.echo(json.dumps(plan, default=str))
+        return
+    console = Console()
+    for line in plan_lines(plan, str(record.get("precision", "FP32"))):
+        console.print(line, highlight=False, soft_wrap=True)
+    if plan.get("outcome") == "REJECTED":
         raise typer.Exit(1)
 
 

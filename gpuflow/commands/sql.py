@@ -7,7 +7,6 @@ ClickHouse (`{name:Type}` in the query, `--param name=value`), never formatted i
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
@@ -20,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuflow.commands.common import STACK_FILE
+from gpuflow.commands.common import worker_url
 from infra.config import Config, load_config
 from infra.errors import ConfigError, StoreError
 from infra.store import QueryResult, open_store
@@ -42,12 +41,8 @@ def parse_params(items: list[str]) -> dict[str, str]:
 
 
 def _worker_url(config: Config) -> str:
-    """The running worker's page: from `gpuflow up`'s stack file, else the configured port."""
-    stack = config.data_dir / STACK_FILE
-    if stack.is_file():
-        with contextlib.suppress(ValueError, KeyError):
-            return f"{json.loads(stack.read_text())['web']}/sql/"
-    return f"http://{config.worker.web_host}:{config.worker.web_port}/sql/"
+    """The running worker's `/sql/` page."""
+    return f"{worker_url(config)}/sql/"
 
 
 def _via_worker(config: Config, body: Mapping[str, Any]) -> QueryResult | None:

@@ -14,12 +14,13 @@ import typer
 from rich.console import Console
 
 from agents.executor import ExecutorTwin
-from agents.jobgen import generate_jobs, run_jobgen
+from agents.jobgen import DEMO_MEAN_DURATION_S, generate_jobs, run_jobgen
 from gpuflow.commands.common import STACK_FILE, fail, write_stack_file
 from gpuflow.render import decision_line
 from gpuflow.stack import Stack
+from gpuflow.usage import UsageTally, fleet_gpus, usage_table
 from infra.config import load_config
-from infra.errors import ConfigError
+from infra.errors import ConfigError, InfraError
 
 __all__ = ["up"]
 
@@ -38,10 +39,16 @@ def up(
     time_scale: Annotated[
         float, typer.Option(min=0.0, help="Run each job for this share of its expected time.")
     ] = 0.2,
+    mean_duration: Annotated[
+        float, typer.Option(min=1.0, help="Mean job run time on the reference V100, s.")
+    ] = DEMO_MEAN_DURATION_S,
     fleet: Annotated[Path | None, typer.Option(help="Fleet YAML (default: demo fleet).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the fleet and the job mix.")] = 0,
     data_dir: Annotated[Path, typer.Option(help="Logs, history and state.")] = Path("gpuflow-data"),
     quiet: Annotated[bool, typer.Option(help="Print only the summary.")] = False,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes sharing the regions' partitions.")
+    ] = 1,
 ) -> None:
     """Run broker, worker, simulated fleet, executor twin and a job generator; show decisions."""
     try:
@@ -49,20 +56,27 @@ def up(
         fleet_obj = _fleet(fleet, nodes, seed)
         # one partition a region while there are enough
         config = config.with_regions(r.name for r in fleet_obj.spec.regions)
-    except (ConfigError, OSError, ValueError) as exc:
+        stack_obj = Stack(config, workers=workers)
+    except (ConfigError, InfraError, OSError, ValueError) as exc:
         raise fail(str(exc)) from None
     console = Console()
     decisions: queue.Queue[dict[str, Any]] = queue.Queue()
     counts: Counter[str] = Counter()
+    tally = UsageTally(time_scale=time_scale)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     started = time.monotonic()
-    with Stack(config) as stack:
+    with stack_obj as stack:
         write_stack_file(stack.config)
         cfg = stack.config
+        pids = ",".join(str(w.pid) for w in stack.workers) or "-"
+        web = ", ".join(f"{w.config.worker.web_host}:{w.config.worker.web_port}/ui/"
+                        for w in stack.workers)  # fmt: skip
         console.print(
-            f"[bold]gpuflow[/bold] broker {cfg.kafka.bootstrap_servers}  worker pid "
-            f"{stack.worker.pid if stack.worker else '-'}  {len(fleet_obj.nodes)} nodes "
-            f"in {len(fleet_obj.spec.regions)} regions  logs {cfg.data_dir}"
+            f"[bold]gpuflow[/bold] broker {cfg.kafka.bootstrap_servers}  "
+            f"worker{'s' if len(stack.workers) > 1 else ''} pid {pids}  "
+            f"{len(fleet_obj.nodes)} nodes in {len(fleet_obj.spec.regions)} regions  "
+            f"logs {cfg.data_dir}\n  web view http://{web}",
+            highlight=False,
         )
         from agents import run_fleet
 
@@ -75,19 +89,24 @@ def up(
             seed=seed,
             regions=regions,
             prefix=f"job{int(time.time()) % 100000}",
+            fleet=fleet_obj.spec,
+            mean_duration_s=mean_duration,
         )
+        tally.started = time.monotonic()  # utilisation counts from the first submission
         stack.spawn("jobgen", run_jobgen, cfg, jobs, rate_per_s=max(rate, 1e-3))
         try:
             while duration is None or time.monotonic() - started < duration:
-                _drain(decisions, counts, console, quiet)
+                _drain(decisions, counts, console, quiet, tally)
                 stack.check_worker()
                 time.sleep(0.1)
         except KeyboardInterrupt:
             console.print("stopping...")
         finally:
-            _drain(decisions, counts, console, quiet)
+            ended = time.monotonic()
+            _drain(decisions, counts, console, quiet, tally)
             with contextlib.suppress(OSError):
                 (cfg.data_dir / STACK_FILE).unlink()
+    console.print(usage_table(tally, fleet_gpus(fleet_obj.nodes), ended))
     console.print(
         f"[bold]done[/bold] in {time.monotonic() - started:.0f}s: "
         + ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items()))
@@ -96,7 +115,11 @@ def up(
 
 
 def _drain(
-    decisions: queue.Queue[dict[str, Any]], counts: Counter[str], console: Console, quiet: bool
+    decisions: queue.Queue[dict[str, Any]],
+    counts: Counter[str],
+    console: Console,
+    quiet: bool,
+    tally: UsageTally,
 ) -> None:
     while True:
         try:
@@ -104,6 +127,7 @@ def _drain(
         except queue.Empty:
             return
         counts[decision["outcome"]] += 1
+        tally.on_decision(decision)
         if not quiet:
             console.print(decision_line(decision), highlight=False, soft_wrap=True)
 

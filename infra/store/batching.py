@@ -152,6 +152,10 @@ class Batcher:
         if self._started is None:
             self._started = self._clock()
 
+    def pending_events(self) -> int:
+        """Events batched and not yet written."""
+        return len(self._batch.event_ids)
+
     def tables(self) -> Mapping[str, int]:
         return {table: len(rows) for table, rows in self._batch.rows.items()}
 

@@ -10,6 +10,7 @@ from scorer.filters.memory import MemoryFilter
 from scorer.filters.precision import PrecisionFilter
 from scorer.filters.region import RegionFilter
 from scorer.filters.runnable import RunnableFilter
+from scorer.filters.software_stack import SoftwareStackFilter
 
 __all__ = [
     "CapacityFilter",
@@ -20,4 +21,5 @@ __all__ = [
     "PrecisionFilter",
     "RegionFilter",
     "RunnableFilter",
+    "SoftwareStackFilter",
 ]

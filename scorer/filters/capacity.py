@@ -28,13 +28,19 @@ class CapacityFilter:
         s, job = ctx.state, ctx.job
         reasons: list[Insufficient | str] = []
         if ctx.fractional and s.max_share[slot] < job.gpu_milli:
-            reasons.append(Insufficient("gpu_milli", job.gpu_milli, int(s.max_share[slot])))
+            reasons.append(
+                Insufficient("GPU share", job.gpu_milli, int(s.max_share[slot]), "gpu_milli")
+            )
         elif not ctx.fractional and s.free_whole[slot] < ctx.chunk:
-            reasons.append(Insufficient("gpus", ctx.chunk, int(s.free_whole[slot])))
+            reasons.append(Insufficient("free GPUs", ctx.chunk, int(s.free_whole[slot])))
         if job.cpu_milli and s.cpu_milli[slot] and s.free_cpu[slot] < job.cpu_milli:
-            reasons.append(Insufficient("free cpu_milli", job.cpu_milli, int(s.free_cpu[slot])))
+            reasons.append(
+                Insufficient("free CPU", job.cpu_milli, int(s.free_cpu[slot]), "cpu_milli")
+            )
         if job.memory_mib and s.memory_mib[slot] and s.free_mem[slot] < job.memory_mib:
-            reasons.append(Insufficient("free memory_mib", job.memory_mib, int(s.free_mem[slot])))
+            reasons.append(
+                Insufficient("free host memory", job.memory_mib, int(s.free_mem[slot]), "MiB")
+            )
         return Status.unschedulable(*reasons) if reasons else Status.success()
 
 

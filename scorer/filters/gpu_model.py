@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scorer.framework import CycleContext, Insufficient, Status
+from scorer.framework import CycleContext, Status
 
 __all__ = ["NAME", "GpuModelFilter"]
 
@@ -22,10 +22,10 @@ class GpuModelFilter:
         model = int(ctx.state.model[slot])
         name = ctx.state.models[model]
         if not ctx.models.known[model]:
-            return Status.unresolvable(f"gpu_model: {name} is not in the catalogue")
+            return Status.unresolvable(f"{name} is not in the GPU catalogue")
         if not ctx.models.allowed[model]:
-            allowed = ",".join(ctx.job.allowed_gpu_models)
-            return Status.unresolvable(Insufficient(f"gpu_model {name} (allowed {allowed})", 1, 0))
+            allowed = ", ".join(ctx.job.allowed_gpu_models)
+            return Status.unresolvable(f"{name} is not an allowed GPU model ({allowed})")
         return Status.success()
 
 

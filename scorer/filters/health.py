@@ -23,9 +23,9 @@ class HealthFilter:
         s = ctx.state
         reasons: list[Insufficient | str] = []
         if not s.node_ok[slot]:
-            reasons.append("health: node marked unhealthy")
+            reasons.append("node marked unhealthy")
         if s.healthy_count[slot] < _needed(ctx):
-            reasons.append(Insufficient("healthy_gpus", _needed(ctx), int(s.healthy_count[slot])))
+            reasons.append(Insufficient("healthy GPUs", _needed(ctx), int(s.healthy_count[slot])))
         return Status.unschedulable(*reasons) if reasons else Status.success()
 
 

@@ -32,9 +32,11 @@ class HostResourcesFilter:
         s, job = ctx.state, ctx.job
         reasons: list[Insufficient | str] = []
         if job.cpu_milli and not fits(s.cpu_milli[slot : slot + 1], job.cpu_milli)[0]:
-            reasons.append(Insufficient("cpu_milli", job.cpu_milli, int(s.cpu_milli[slot])))
+            reasons.append(Insufficient("CPU", job.cpu_milli, int(s.cpu_milli[slot]), "cpu_milli"))
         if job.memory_mib and not fits(s.memory_mib[slot : slot + 1], job.memory_mib)[0]:
-            reasons.append(Insufficient("memory_mib", job.memory_mib, int(s.memory_mib[slot])))
+            reasons.append(
+                Insufficient("host memory", job.memory_mib, int(s.memory_mib[slot]), "MiB")
+            )
         return Status.unresolvable(*reasons) if reasons else Status.success()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scorer.framework import CycleContext, Insufficient, Status
+from scorer.framework import CycleContext, Status
 
 __all__ = ["NAME", "PrecisionFilter"]
 
@@ -23,4 +23,4 @@ class PrecisionFilter:
         if ctx.models.precision_ok[model]:
             return Status.success()
         name = ctx.state.models[model]
-        return Status.unresolvable(Insufficient(f"{ctx.job.precision} on {name}", 1, 0))
+        return Status.unresolvable(f"{name} has no native {ctx.job.precision} arithmetic")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scorer.framework import CycleContext, Insufficient, Status
+from scorer.framework import CycleContext, Status
 
 __all__ = ["NAME", "RegionFilter"]
 
@@ -26,5 +26,5 @@ class RegionFilter:
         region = ctx.state.region_name(int(ctx.state.region[slot]))
         if not ctx.job.allowed_regions or region in ctx.job.allowed_regions:
             return Status.success()
-        allowed = ",".join(ctx.job.allowed_regions)
-        return Status.unresolvable(Insufficient(f"region {region} (allowed {allowed})", 1, 0))
+        allowed = ", ".join(ctx.job.allowed_regions)
+        return Status.unresolvable(f"{region} is not an allowed region ({allowed})")

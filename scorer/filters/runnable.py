@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scorer.framework import CycleContext, Insufficient, Status
+from scorer.framework import CycleContext, Status
 
 __all__ = ["NAME", "RunnableFilter"]
 
@@ -24,5 +24,6 @@ class RunnableFilter:
         if max(ctx.models.speed[model], ctx.models.speed_spread[model]) > 0:
             return Status.success()
         name = ctx.state.models[model]
-        what = f"measured throughput of {ctx.job.job_type or 'the job'} on {name}"
-        return Status.unresolvable(Insufficient(what, 1, 0))
+        return Status.unresolvable(
+            f"{ctx.job.job_type or 'the job'} cannot run on {name} (measured 0)"
+        )

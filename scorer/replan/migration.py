@@ -146,9 +146,7 @@ def _faster_models(placer: Placer, run: RunningJob) -> dict[str, float]:
     allowed = {tp.catalog.canonical(m) for m in job.allowed_gpu_models}
     speeds = {m: tp.relative_speed(job, m) for m in placer.state.models if m}
     return {
-        m: v
-        for m, v in speeds.items()
-        if (not allowed or m in allowed) and v > run.speed * 1.0001
+        m: v for m, v in speeds.items() if (not allowed or m in allowed) and v > run.speed * 1.0001
     }
 
 

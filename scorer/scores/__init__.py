@@ -12,6 +12,7 @@ from scorer.scores.first_fit import FirstFitScore
 from scorer.scores.fragmentation import FragmentationScore, TaskMix
 from scorer.scores.load_balance import LoadBalanceScore
 from scorer.scores.memory_fit import MemoryFitScore
+from scorer.scores.porting import PortingScore
 from scorer.scores.topology import TopologyScore
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "FragmentationScore",
     "LoadBalanceScore",
     "MemoryFitScore",
+    "PortingScore",
     "TaskMix",
     "TopologyScore",
 ]

@@ -18,7 +18,8 @@ class MemoryFitScore:
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray | float:
         if ctx.models.memory_need_mib <= 0:
             return UNKNOWN_NEED_SCORE
-        return memory_fit_score(ctx.models.memory_need_mib, ctx.state.gpu_memory_mib[slots])
+        have = ctx.state.gpu_memory_mib[slots] * ctx.job.gpu_milli // 1000  # a share's part
+        return memory_fit_score(ctx.models.memory_need_mib, have)
 
 
 def memory_fit_score(need_mib: int, gpu_memory_mib: np.ndarray) -> np.ndarray:

@@ -95,6 +95,7 @@ class FakeNvml(types.ModuleType):
             "nvmlDeviceGetHandleByIndex": lambda i: SimpleNamespace(index=i),
             "nvmlDeviceGetIndex": lambda h: h.index,
             "nvmlSystemGetDriverVersion": lambda: "560.35.03",
+            "nvmlSystemGetCudaDriverVersion": lambda: 12060,
             "nvmlDeviceGetName": lambda h: self._gpu(h).name,
             "nvmlDeviceGetUUID": lambda h: f"GPU-fake-{h.index}",
             "nvmlDeviceGetPciInfo": lambda h: SimpleNamespace(busId=self._gpu(h).bus_id.encode()),

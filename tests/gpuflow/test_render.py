@@ -1,4 +1,4 @@
-"""Decision lines: every reason and refusal count survives rich's markup."""
+"""Decision lines: short, one line, the decisive reason first, surviving rich's markup."""
 
 from __future__ import annotations
 
@@ -13,18 +13,20 @@ def _text(markup: str) -> str:
     return console.export_text().strip()
 
 
-def test_rejected_line_keeps_reasons_and_refusal_counts() -> None:
+def test_rejected_line_shows_the_first_reason_briefly() -> None:
     decision = {
         "job_id": "j1",
         "outcome": "REJECTED",
         "region": "eu",
-        "reasons": ["memory [needs 140 GiB]"],
+        "reasons": ["memory [needs 140 GiB]", "gpu_model: T4 is not an allowed GPU model"],
         "refusals": {"memory": 812, "gpu_model": 3010},
     }
     text = _text(decision_line(decision))
-    assert text.startswith("REJECTED j1")
-    assert "in eu" in text and "memory [needs 140 GiB]" in text
-    assert "[memory: 812 nodes, gpu_model: 3,010 nodes]" in text
+    assert text == "REJECTED j1                     in eu  memory [needs 140 GiB] (+1 more)"
+    long = {**decision, "reasons": ["x" * 600]}
+    line = _text(decision_line(long))
+    # head (9 + 23) + "in eu  " + 160 characters: a 600-character reason is cut with "…"
+    assert len(line) == 9 + 23 + len(" in eu  ") - 1 + 160 and line.endswith("…")
 
 
 def test_placed_line_shows_where_and_why() -> None:

@@ -170,6 +170,15 @@ def test_region_order_pins_regions_to_partitions() -> None:
         load_config(env={"GPUFLOW_KAFKA_REGION_ORDER": "us-east,us-east"})
 
 
+def test_porting_penalties_parse_and_fail_at_load() -> None:
+    cfg = load_config(env={"GPUFLOW_WORKER_PORTING_PENALTY": "rocm=10, CANN=50"})
+    assert cfg.worker.porting_penalties == {"rocm": 10.0, "cann": 50.0}
+    assert load_config(env={}).worker.porting_penalties == {}  # the scorer's defaults
+    for bad in ("rocm", "rocm=x", "rocm=150"):
+        with pytest.raises(ConfigError, match=r"^worker\.porting_penalty: expected family="):
+            load_config(env={"GPUFLOW_WORKER_PORTING_PENALTY": bad})
+
+
 @pytest.mark.parametrize(
     ("source", "message"),
     [

@@ -95,6 +95,17 @@ def test_full_spec_is_coerced() -> None:
         ({"expected_duration_s": "1.5"}, "expected_duration_s", 1.5),
         ({"priority": -5}, "priority", -5),
         ({"job_id": 42}, "job_id", "42"),
+        # memory model and software stack (issue 16): names normalised as the scorer does
+        ({"sharding": "zero-3"}, "sharding", "ZERO3"),
+        ({"sharding": "fsdp"}, "sharding", "FSDP"),
+        ({"finetune": "qlora"}, "finetune", "QLORA"),
+        ({"optimizer": "adam-8bit"}, "optimizer", "ADAM_8BIT"),
+        ({"optimizer_offload": "yes"}, "optimizer_offload", True),
+        ({"activation_checkpointing": "false"}, "activation_checkpointing", False),
+        ({"activation_checkpointing": None}, "activation_checkpointing", None),  # auto
+        ({"micro_batch": "4"}, "micro_batch", 4),
+        ({"seq_len": 8192}, "seq_len", 8192),
+        ({"software_stack": "CUDA-12.1"}, "software_stack", "cuda-12.1"),
     ],
 )
 def test_coercion(spec: dict[str, Any], field: str, value: Any) -> None:
@@ -142,7 +153,22 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({"cpu_milli": -1}, "cpu_milli"),
     ({"memory_mib": -1}, "memory_mib"),
     ({"expected_duration_s": 0}, "expected_duration_s"),
+    ({"sharding": "zero4"}, "sharding"),
+    ({"finetune": "dora"}, "finetune"),
+    ({"optimizer": "lion"}, "optimizer"),
+    ({"micro_batch": -1}, "micro_batch"),
+    ({"seq_len": "long"}, "seq_len"),
+    ({"software_stack": "cuda 12"}, "software_stack"),
 ]
+
+
+def test_a_decoded_record_with_bad_memory_fields_lists_them() -> None:
+    record = {"job_id": "j", "sharding": "ZERO9", "seq_len": -1, "software_stack": "??"}
+    assert [p.split(":")[0] for p in job_problems(record)] == [
+        "sharding",
+        "seq_len",
+        "software_stack",
+    ]
 
 
 @pytest.mark.parametrize(("spec", "field"), INVALID)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -19,11 +20,16 @@ from agents.executor import ExecutorTwin
 from gpuflow.stack import WorkerProcess
 from infra.broker import free_port
 from infra.config import Config
-from infra.kafka import consumer, producer
+from infra.kafka import consumer, end_offsets, producer
 from infra.topics import JOBS_SUBMITTED
 from schemas import SingleObjectCodec
+from streams.ledger import overbooked
 
 CODEC = SingleObjectCodec()
+
+__all__ = ["CODEC", "Running", "TopicReader", "check_once_and_not_overbooked", "final_decisions",
+           "overbooked", "run_stack",
+           "running", "submit_jobs", "wait_for"]  # fmt: skip
 
 
 @dataclass
@@ -57,15 +63,27 @@ def running(config: Config) -> Iterator[Running]:
 
     The regions are pinned one to a partition, as `gpuflow up` does.
     """
+    with run_stack(config) as run:
+        yield run
+
+
+@contextlib.contextmanager
+def run_stack(
+    config: Config, *, nodes: int = 16, executor: bool = True, stale_after_s: float = 30.0
+) -> Iterator[Running]:
+    """What the `running` fixture runs, for tests that change the config first."""
     spec = demo_fleet()
     cfg = dataclasses.replace(
         config.with_regions(r.name for r in spec.regions),
-        worker=dataclasses.replace(config.worker, web_port=free_port(), stale_after_s=30.0),
+        worker=dataclasses.replace(
+            config.worker, web_port=free_port(), stale_after_s=stale_after_s
+        ),
     )
-    fleet = SimulatedFleet(spec, generate_nodes(spec, 16, seed=3), seed=3)
+    fleet = SimulatedFleet(spec, generate_nodes(spec, nodes, seed=3), seed=3)
     run = Running(cfg, WorkerProcess(cfg).start(), fleet)
     run.spawn(run_fleet, cfg, fleet)
-    run.spawn(ExecutorTwin(cfg, time_scale=1.0).run)
+    if executor:
+        run.spawn(ExecutorTwin(cfg, time_scale=1.0).run)
     try:
         yield run
     finally:
@@ -94,6 +112,7 @@ class TopicReader:
 
     def __init__(self, config: Config, topic: str) -> None:
         self.topic = topic
+        self.kafka = config.kafka
         self.records: list[dict[str, Any]] = []
         self.raw: list[Any] = []
         self._c = consumer(config.kafka, group_id=f"test-{uuid.uuid4().hex[:8]}")
@@ -112,6 +131,23 @@ class TopicReader:
                 except Exception:
                     self.records.append({"_undecodable": msg.value()})
         return self.records
+
+    def read_to_end(self, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+        """Everything written to the topic up to now (its true ends), however long it takes.
+
+        Judging from logs needs a cut that is consistent: read the decisions first, then the
+        job events; every release a decision relied on was written before that decision, so
+        it is inside the later cut (a fixed poll time can stop short of it under load).
+        """
+        ends = end_offsets(self.kafka, self.topic)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            positions = {tp.partition: tp.offset for tp in self._c.position(
+                [TopicPartition(self.topic, p) for p in ends])}  # fmt: skip
+            if all(positions.get(p, -1) >= end for p, end in ends.items() if end > 0):
+                return self.records
+            self.poll(0.2)
+        raise AssertionError(f"{self.topic}: not read to its ends {ends} in {timeout_s}s")
 
     def close(self) -> None:
         self._c.close()
@@ -135,31 +171,20 @@ def final_decisions(decisions: list[dict[str, Any]]) -> dict[str, list[dict[str,
     return out
 
 
-def overbooked(decisions: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
-    """GPUs whose concurrent reservations exceed one whole GPU, from the logs alone.
-
-    A placement holds its GPUs from its decision's ts until the job's FINISHED event ts (the
-    placer only reuses GPUs after it consumed that event, so later decisions are later in ts).
-    """
-    ends = {e["job_id"]: e["ts"] for e in events if e.get("type") in ("FINISHED", "FAILED")}
-    spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-    for d in decisions:
-        if d.get("outcome") != "PLACED":
-            continue
-        end = ends.get(d["job_id"], 2**62)
-        for a in d["assignments"]:
-            for gpu in a["gpu_indices"]:
-                spans.setdefault((a["node_id"], gpu), []).append((d["ts"], end, a["gpu_milli"]))
-    bad = []
-    for gpu, intervals in spans.items():
-        points = sorted(
-            [(s, m) for s, _, m in intervals] + [(e, -m) for _, e, m in intervals],
-            key=lambda p: (p[0], p[1]),
-        )
-        held = 0
-        for _, delta in points:
-            held += delta
-            if held > 1000:
-                bad.append(f"{gpu[0]}[{gpu[1]}] holds {held} milli")
-                break
-    return bad
+def check_once_and_not_overbooked(decisions: TopicReader, events: TopicReader) -> set[str]:
+    """No job has two final decisions, every placed job finishes, no GPU was booked twice
+    (from the logs alone); the placed job ids."""
+    decisions.poll(3.0)  # a late duplicate would arrive by now
+    finals = final_decisions(decisions.records)
+    twice = {
+        k: [(d["outcome"], d.get("region"), d["attempt"], d["ts"]) for d in v]
+        for k, v in finals.items()
+        if len(v) > 1
+    }
+    assert twice == {}, f"jobs decided twice: {twice}"
+    placed = {d["job_id"] for d in decisions.records if d.get("outcome") == "PLACED"}
+    finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
+    assert wait_for(lambda: placed <= finished(), 90)
+    decisions.read_to_end()  # decisions first, then the events they relied on
+    assert overbooked(decisions.records, events.read_to_end()) == []
+    return placed

@@ -15,7 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import TopicReader, final_decisions, overbooked, submit_jobs, wait_for
+from harness import (
+    TopicReader,
+    check_once_and_not_overbooked,
+    final_decisions,
+    submit_jobs,
+    wait_for,
+)
 
 from agents import SimulatedFleet, demo_fleet, generate_nodes, run_fleet
 from agents.executor import ExecutorTwin
@@ -143,13 +149,7 @@ def test_the_survivor_takes_over_a_killed_workers_regions(
                 survivor.log_tail(3000),
             )
             assert _regions(a) == set(regions)  # it holds every region now
-            decisions.poll(3.0)  # a late duplicate would arrive by now
-            finals = final_decisions(decisions.records)
-            assert {k: len(v) for k, v in finals.items() if len(v) > 1} == {}
-            placed = {d["job_id"] for d in decisions.records if d.get("outcome") == "PLACED"}
-            finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
-            assert wait_for(lambda: placed <= finished(), 90)
-            assert overbooked(decisions.poll(1.0), events.records) == []
+            check_once_and_not_overbooked(decisions, events)
             url = f"http://{a.worker.web_host}:{a.worker.web_port}/health/"
             assert httpx.get(url, timeout=10).json()["live"] is True
         finally:

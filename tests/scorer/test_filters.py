@@ -110,11 +110,22 @@ def test_host_resources_when_declared(context: Ctx, fleet, node) -> None:
 @pytest.mark.parametrize(
     ("name", "job", "slot", "needle"),
     [
-        ("memory", JobSpec("j", min_gpu_memory_mib=50_000), 0, "gpu_memory_mib: requested 50000"),
-        ("precision", JobSpec("j", precision="FP8"), 0, "FP8 on A100-40"),
-        ("gpu_model", JobSpec("j", allowed_gpu_models=("H100",)), 0, "allowed H100"),
-        ("region", JobSpec("j", allowed_regions=("us",)), 0, "region eu (allowed us)"),
-        ("capacity", JobSpec("j", gpu_count=8, tensor_parallel=8), 3, "gpus: requested 8, free 4"),
+        # 50,000 MiB = 48.8 GiB; an A100-40 has 40,960 MiB = 40.0 GiB
+        (
+            "memory",
+            JobSpec("j", min_gpu_memory_mib=50_000),
+            0,
+            "needs 48.8 GiB per GPU, A100-40 has 40.0 GiB",
+        ),
+        ("precision", JobSpec("j", precision="FP8"), 0, "A100-40 has no native FP8 arithmetic"),
+        (
+            "gpu_model",
+            JobSpec("j", allowed_gpu_models=("H100",)),
+            0,
+            "A100-40 is not an allowed GPU model (H100)",
+        ),
+        ("region", JobSpec("j", allowed_regions=("us",)), 0, "eu is not an allowed region (us)"),
+        ("capacity", JobSpec("j", gpu_count=8, tensor_parallel=8), 3, "free GPUs: needs 8, has 4"),
     ],
 )
 def test_explain_lists_the_reason(

@@ -58,5 +58,8 @@ def test_a_custom_score_plugin_steers_the_placer(fleet, node) -> None:
 def test_status_helpers() -> None:
     assert Status.success().ok and str(Status.success()) == "Success"
     status = Status.unschedulable(Insufficient("gpus", 8, 3), "node cordoned")
-    assert not status.ok and str(status) == "gpus: requested 8, free 3; node cordoned"
+    assert not status.ok and str(status) == "gpus: needs 8, has 3; node cordoned"
+    assert str(Insufficient("host memory", 2048, 1024.5, "MiB")) == (
+        "host memory: needs 2.0 GiB, has 1.0 GiB"
+    )
     assert Status.unresolvable("x").code == "UnschedulableAndUnresolvable"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scorer import CatalogError, JobSpec, ThroughputModel, load_gavel_csv, memory_need_mib
+from scorer import CatalogError, JobSpec, ThroughputModel, load_gavel_csv
 
 RESNET = "ResNet-50 (batch size 64)"
 
@@ -88,24 +88,6 @@ def test_roofline_ratios(kind: str, precision: str, model: str, expected: float)
 def test_reference_gpu_can_be_chosen_per_job() -> None:
     job = JobSpec("j", kind="INFERENCE", precision="FP16", reference_gpu_model="H100")
     assert ThroughputModel().relative_speed(job, "H200") == pytest.approx(4800 / 3350)
-
-
-@pytest.mark.parametrize(
-    ("job", "mib"),
-    [
-        # 70e9 x 2 B x 1.2 = 168e9 B = 160,218 MiB (ceil)
-        (JobSpec("a", kind="INFERENCE", params_b=70, precision="FP16"), 160_218),
-        # / TP 8 = 20,028 MiB: fits a 40 GB A100
-        (JobSpec("b", kind="INFERENCE", params_b=70, precision="FP16", tensor_parallel=8), 20_028),
-        # 7e9 x 16 B x 1.1 = 123.2e9 B = 117,493 MiB; / (TP 2 x PP 2) = 29,374
-        (JobSpec("c", kind="TRAINING", params_b=7, precision="BF16"), 117_493),
-        (JobSpec("d", kind="TRAINING", params_b=7, tensor_parallel=2, pipeline_parallel=2), 29_374),
-        (JobSpec("e", min_gpu_memory_mib=1234, params_b=70), 1234),  # explicit wins
-        (JobSpec("f"), 0),  # nothing known
-    ],
-)
-def test_memory_need_per_gpu(job: JobSpec, mib: int) -> None:
-    assert memory_need_mib(job) == mib
 
 
 def test_expected_duration_from_reference_duration_or_steps(gavel: ThroughputModel) -> None:

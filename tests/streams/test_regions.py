@@ -1,4 +1,4 @@
-"""The router's view of regions other workers own: latest summary wins, old ones expire."""
+"""The router's view of regions other workers own: the newest window wins, old ones expire."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from streams.regions import RemoteRegions
 from streams.scheduling import Scheduler
 
 
-def summary(region: str, free: int) -> dict:
+def summary(region: str, free: int, *, age_s: float = 0.0) -> dict:
+    at = int((time.time() - age_s) * 1000)
     return {
         "region": region,
+        "ts": at,
+        "window_end": at,
         "free_gpus_by_model": {"H100": free},
         "max_free_per_node_by_model": {"H100": min(free, 8)},
         "total_gpus_by_model": {"H100": 64},
@@ -27,7 +30,9 @@ def test_latest_summary_per_region_and_expiry() -> None:
     remote = RemoteRegions(load_config(env={}), SingleObjectCodec(), max_age_s=0.2)
     remote.apply(summary("eu", 8))
     remote.apply(summary("eu", 16))
+    remote.apply(summary("eu", 2, age_s=0.1))  # an older window read late (start-up backlog)
     remote.apply(summary("us", 4))
+    remote.apply(summary("ap", 4, age_s=5.0))  # its owner went quiet long ago
     views = remote.views()
     assert set(views) == {"eu", "us"} and views["eu"].free_gpus == {"H100": 16}
     time.sleep(0.3)

@@ -1,0 +1,8 @@
+"""Fuzz tests import their Faust-free worker path from `pipeline.py`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,132 @@
+"""`gpuflow submit --dry-run` and `gpuflow top` against a running worker on the real broker."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from harness import Running, TopicReader, final_decisions, submit_jobs, wait_for
+from typer.testing import CliRunner, Result
+
+from gpuflow.cli import app
+from gpuflow.commands.common import write_stack_file
+from infra.kafka import end_offsets
+from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, JOBS_SUBMITTED
+
+pytestmark = pytest.mark.integration
+runner = CliRunner()
+
+
+def _ready(running: Running) -> bool:
+    try:
+        state = running.state()
+    except httpx.HTTPError:  # the worker's web server is not up yet
+        return False
+    gpus = sum(sum(r["total_gpus"].values()) for r in state["regions"].values())
+    return bool(state["ready"]) and gpus >= sum(n["gpu_count"] for n in running.fleet.nodes)
+
+
+def _cli(running: Running, *args: str) -> Result:
+    return runner.invoke(app, [*args, "--data-dir", str(running.config.data_dir)])
+
+
+def test_dry_run_sends_nothing_and_top_shows_the_stack(running: Running) -> None:
+    write_stack_file(running.config)  # what `gpuflow up` writes: the broker and the web page
+    submit_jobs(running.config, [{"job_id": f"warm-{i}", "gpu_count": 1} for i in range(5)], 20)
+    decisions = TopicReader(running.config, DECISIONS_PLACEMENT)
+    assert wait_for(lambda: len(final_decisions(decisions.poll())) >= 5, 240), (
+        running.worker.log_tail()
+    )
+    assert wait_for(lambda: _ready(running), 180), running.state()
+    kafka = running.config.kafka
+    before = {t: end_offsets(kafka, t) for t in (JOBS_SUBMITTED, JOBS_ROUTED)}
+
+    fits = _cli(running, "submit", "--dry-run", "--job-id", "dry-fits", "--gpus", "1",
+                "--kind", "INFERENCE", "--family", "llama", "--params-b", "7",
+                "--precision", "FP16")  # fmt: skip
+    out = fits.output
+    assert fits.exit_code == 0, out
+    lines = out.splitlines()
+    assert lines[0] == "DRY RUN dry-fits  (nothing was submitted)"
+    # 7e9 x 2 B + KV 2 x 32 x 32 x 128 x 4096 x 2 B + 1.5 GiB = 16.5 GiB
+    assert lines[1].startswith("memory    needs 16.5 GiB per GPU (weights 13.0 GiB")
+    assert lines[2].startswith("would go  ") and " score " in lines[2] and "TFLOPS FP16" in lines[2]
+    assert "/h" in lines[2] and lines[3].lstrip().startswith("on ")
+    assert "alternatives" in lines and "  2. " in out and "refused" in lines
+    # the demo fleet's T4 and V100-16 (about 15 GiB) cannot hold it: the reason says so
+    assert any("memory: needs 16.5 GiB per GPU" in line for line in lines)
+
+    big = _cli(running, "submit", "--dry-run", "--job-id", "dry-big", "--gpus", "8",
+               "--gpu-model", "H100", "--kind", "TRAINING", "--params-b", "70",
+               "--precision", "BF16")  # fmt: skip
+    assert big.exit_code == 1, big.output
+    assert "would be REJECTED" in big.output
+    assert (
+        "needs 139 GiB per GPU, H100 has 79.6 GiB; fits on 16 GPUs, with optimizer offload, "
+        "or with LoRA" in big.output
+    )
+
+    # nothing was produced: the job topics did not grow and no decision names the jobs
+    time.sleep(3)
+    assert {t: end_offsets(kafka, t) for t in before} == before
+    seen = {d.get("job_id") for d in decisions.poll(1.0)}
+    assert not seen & {"dry-fits", "dry-big"}
+    decisions.close()
+
+    frame = _cli(running, "top", "--once")
+    text = frame.output
+    assert frame.exit_code == 0, text
+    assert text.startswith("gpuflow top  http://127.0.0.1:") and "ready" in text
+    assert "telemetry lag p50" in text and "dead letters 0" in text
+    assert "GPUs by region and model" in text and "Last decisions" in text
+    for node in running.fleet.nodes:
+        assert node["region"] in text and node["gpu_model"] in text
+    assert "PLACED" in text and "warm-" in text
+
+
+def _read_until(fd: int, needle: str, timeout_s: float) -> str:
+    """Read a terminal's output until `needle` has appeared twice (two frames) or time is up."""
+    seen, deadline = b"", time.monotonic() + timeout_s
+    while time.monotonic() < deadline and seen.decode(errors="replace").count(needle) < 2:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+    return seen.decode(errors="replace")
+
+
+def test_top_refreshes_until_ctrl_c(running: Running) -> None:
+    """On a real terminal (a pty): frames keep coming; Ctrl-C leaves with status 0."""
+    write_stack_file(running.config)
+    assert wait_for(lambda: _ready(running), 240), running.worker.log_tail()
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuflow", "top", "--interval", "0.5",
+         "--data-dir", str(running.config.data_dir)],
+        stdin=follower, stdout=follower, stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "140", "LINES": "60", "TERM": "xterm"},
+    )  # fmt: skip
+    os.close(follower)
+    try:
+        screen = _read_until(leader, "GPUs by region and model", timeout_s=240)
+        assert screen.count("GPUs by region and model") >= 2, screen[-3000:]  # it refreshed
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+        err = proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(leader)
+    assert rc == 0, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    for node in running.fleet.nodes:
+        assert node["gpu_model"] in screen
