@@ -30,9 +30,28 @@ from infra.kafka import consumer, producer
 from infra.topics import DEADLETTER, DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS
 from schemas import DecodeError, make_codec
 
-__all__ = ["ExecutorStats", "ExecutorTwin"]
+__all__ = ["ExecutorStats", "ExecutorTwin", "RecentJobs"]
 
 log = logging.getLogger(__name__)
+
+
+class RecentJobs:
+    """The last `capacity` job ids seen, oldest forgotten first: a bounded duplicate filter."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._ids: dict[str, None] = {}
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, job_id: str) -> None:
+        self._ids[job_id] = None
+        if len(self._ids) > self.capacity:
+            del self._ids[next(iter(self._ids))]
 
 
 @dataclass
@@ -80,8 +99,8 @@ class ExecutorTwin:
         self.group_id = group_id or f"{config.worker.app_id}-executor"
         self.codec = make_codec(config.kafka.schema_registry_url or None)
         self.stats = ExecutorStats()
-        self._seen: set[str] = set()
-        self._moves_seen: set[str] = set()
+        self._seen = RecentJobs(100_000)  # duplicates arrive within seconds, not hours
+        self._moves_seen = RecentJobs(100_000)  # migration event ids, the same way
         self._runs: dict[str, _Run] = {}
         self._due: list[tuple[float, str, int]] = []  # (when, job_id, epoch)
         self._producer: Any = None

@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmarks: machine facts, percentiles, result files."""
+"""Helpers shared by the benchmarks: machine facts, percentiles, CPU and RSS per process,
+result files."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
+_TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def machine() -> dict[str, Any]:
@@ -25,6 +28,11 @@ def machine() -> dict[str, Any]:
     }
 
 
+def load_average() -> list[float]:
+    """1, 5 and 15 minute load averages: other work competing for the same cores."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def percentiles(values: Sequence[float]) -> dict[str, float]:
     if not len(values):
         return {"p50": float("nan"), "p99": float("nan")}
@@ -32,14 +40,83 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99))}
 
 
-def write_result(name: str, result: dict[str, Any]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, its reaped children excluded."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of a process in MB."""
+    pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    return pages * _PAGE / 1e6
+
+
+def child_pids(pid: int) -> list[int]:
+    """Direct children of a process (the worker's history child, for instance)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with open(task / "children") as fh:
+            out += [int(c) for c in fh.read().split()]
+    return out
+
+
+def wait_worker_ready(
+    host: str, port: int, worker_pid: int | None, timeout_s: float = 180
+) -> float:
+    """Seconds until the worker says it is ready (`/health/`) and its history child runs.
+
+    A fixed warm-up is not enough on a loaded machine: the worker first reads the decision
+    log and waits for the fleet's inventory.
+    """
+    import httpx
+
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ready = httpx.get(f"http://{host}:{port}/health/", timeout=5).json().get("ready")
+        except (httpx.HTTPError, ValueError):
+            ready = False
+        if ready and (worker_pid is None or child_pids(worker_pid)):
+            return round(time.monotonic() - started, 1)
+        time.sleep(0.5)
+    raise TimeoutError(f"worker not ready within {timeout_s}s")
+
+
+class ProcessClock:
+    """CPU seconds each named process spent since this clock was made (or `reset()`)."""
+
+    def __init__(self, pids: Mapping[str, int | None]) -> None:
+        self.pids = {name: pid for name, pid in pids.items() if pid}
+        self.reset()
+
+    def reset(self) -> None:
+        self._start = {name: self._read(pid) for name, pid in self.pids.items()}
+
+    @staticmethod
+    def _read(pid: int) -> float:
+        try:
+            return cpu_seconds(pid)
+        except OSError:  # exited
+            return float("nan")
+
+    def cpu_s(self) -> dict[str, float]:
+        return {
+            name: round(self._read(pid) - self._start[name], 3) for name, pid in self.pids.items()
+        }
+
+
+def write_result(name: str, result: dict[str, Any], out: str | Path | None = None) -> Path:
+    """Write `result` (plus command, machine, load and time) to `out` or results/<name>.json."""
     result = {
         **result,
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": machine(),
+        "load_average_at_end": load_average(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    path = RESULTS / f"{name}.json"
+    path = Path(out) if out else RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
     return path

@@ -1,12 +1,16 @@
-"""History store benchmark: batched telemetry inserts and the 1-minute rollup query.
+"""History store benchmark: batched telemetry inserts, the 1-minute rollup query, and the live
+sink's events/s through the broker.
 
-    .venv/bin/python bench/history.py [--rows 10000000] [--batch 1000000]
+    .venv/bin/python bench/history.py [--rows 10000000] [--batch 1000000] [--live-events 100000]
 
 Inserts `rows` per-GPU telemetry rows (one day, 8 regions x 6 GPU models) into a temporary
 chDB directory with insert_arrow (the materialized view keeps gpu_util_1m as it goes), then
 times the 1-minute rollup for the day, and the same rollup computed from the raw rows. Also
-times the sink's own path (row dicts -> Arrow -> insert) on a smaller sample.
-Writes bench/results/history.json.
+times the sink's own path (row dicts -> Arrow -> insert) on a smaller sample. Then the live
+sink: `--live-events` NodeTelemetry events (8 GPUs each, the fleet publisher's producer
+settings) are produced to a fresh embedded broker, and a HistorySink (consume, decode, rows,
+Arrow, insert, commit) is timed from start until every event is written.
+Writes bench/results/history.json (or --out).
 """
 
 from __future__ import annotations
@@ -96,11 +100,59 @@ def sink_path_rate(store: Store, events: int, day0: int) -> float:
     return len(rows) / (time.perf_counter() - t)
 
 
+def live_sink_rate(events: int, tmp: str) -> dict[str, Any]:
+    """Events/s the HistorySink stores when `events` telemetry events wait in the broker."""
+    from agents.publisher import EventPublisher
+    from infra.broker import EmbeddedBroker
+    from infra.kafka import ensure_topics
+    from infra.topics import NODE_TELEMETRY
+    from streams.history import HistorySink
+
+    base = load_config(env={}, data_dir=tmp)
+    with EmbeddedBroker(base.broker, Path(tmp)) as broker:
+        config = base.with_bootstrap(broker.bootstrap_servers)
+        ensure_topics(config.kafka)
+        pub = EventPublisher(config)
+        now = int(time.time() * 1000)
+        regions = ("us-east", "eu-west", "us-west", "ap-southeast")
+        for start in range(0, events, 10_000):
+            pub.publish(
+                NODE_TELEMETRY,
+                (
+                    S.node_telemetry(f"n{i % 10_000}", regions[i % 4], now + i, [50.0] * 8)
+                    for i in range(start, min(events, start + 10_000))
+                ),
+            )
+        pub.flush(60)
+        sink = HistorySink(config, topics=[NODE_TELEMETRY])
+        t = time.perf_counter()
+        cpu0 = time.process_time()  # this process runs only the sink now: load-insensitive
+        sink.start()
+        deadline = time.monotonic() + 600
+        while sink.stats.events_written < events and time.monotonic() < deadline:
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - t
+        cpu_s = time.process_time() - cpu0
+        stats = sink.stats
+        sink.stop()
+    return {
+        "live_events": events,
+        "live_events_written": stats.events_written,
+        "live_rows_written": stats.rows_written,
+        "live_s": round(elapsed, 2),
+        "live_sink_events_per_s": round(stats.events_written / elapsed),
+        "live_sink_rows_per_s": round(stats.rows_written / elapsed),
+        "live_sink_cpu_s": round(cpu_s, 2),
+        "live_sink_events_per_cpu_s": round(stats.events_written / cpu_s) if cpu_s else None,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--batch", type=int, default=1_000_000)
     ap.add_argument("--no-rollup", action="store_true", help="detach the rollup MV (raw rate)")
+    ap.add_argument("--live-events", type=int, default=100_000, help="0: skip the live sink")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "history.json"))
     args = ap.parse_args()
     rng = np.random.default_rng(7)
@@ -125,10 +177,15 @@ def main() -> None:
         groups = None if args.no_rollup else len(store.query(ROLLUP, params).rows)
         sink_rate = sink_path_rate(store, 25_000, day0)
         store.close()
+    live: dict[str, Any] = {}
+    if args.live_events:
+        with tempfile.TemporaryDirectory() as tmp:
+            live = live_sink_rate(args.live_events, tmp)
     result = {
         "command": "python " + " ".join(sys.argv),
         "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),  # other work on the same cores
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "engine": "chDB (clickhouse-connect chdb://), insert_arrow"
         + ("" if args.no_rollup else ", MV to gpu_util_1m on insert"),
         "rows": int(count),
@@ -143,6 +200,7 @@ def main() -> None:
         "rollup_groups": groups,
         "raw_1m_groupby_query_s": round(raw_s, 3),
         "sink_path_rows_per_s": round(sink_rate),
+        **live,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -60,9 +60,7 @@ def _mean(summaries: list[dict[str, Any]], key: str) -> float:
     return float(np.mean([s[key] for s in summaries if s.get(key) is not None]))
 
 
-def run_load(
-    traces: list[Trace], policies: tuple[str, ...], arrivals_only: bool
-) -> dict[str, Any]:
+def run_load(traces: list[Trace], policies: tuple[str, ...], arrivals_only: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for policy in policies:
         started = time.perf_counter()
@@ -118,7 +116,7 @@ def main() -> None:
     ap.add_argument("--static-jobs", type=int, default=100)
     ap.add_argument("--lams", default="600,300,230,180")
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--out", default=None, help="result file (default bench/results/quality.json)")
+    ap.add_argument("--out", help="result file (default bench/results/quality.json)")
     args = ap.parse_args()
     throughput = gavel_throughputs()
     nodes = gavel_cluster()
@@ -169,10 +167,9 @@ def main() -> None:
             },
             "wall_s": round(time.perf_counter() - started, 1),
         },
+        out=args.out,
     )
-    if args.out:  # also where asked
-        Path(args.out).write_text(result.read_text())
-    print(f"wrote {args.out or result}")
+    print(f"wrote {result}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Writes bench/results/telemetry.json.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -22,7 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 
 from agents import SimulatedFleet, TierPolicy, demo_fleet, generate_nodes, run_fleet
-from bench._common import write_result
+from bench._common import (
+    ProcessClock,
+    child_pids,
+    load_average,
+    wait_worker_ready,
+    write_result,
+)
 from gpuflow.stack import Stack
 from infra.config import load_config
 
@@ -33,6 +40,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup", type=float, default=10.0)
     ap.add_argument("--full", action="store_true", help="full snapshot from every node each second")
+    ap.add_argument("--out", help="result file (default bench/results/telemetry_<mode>.json)")
     args = ap.parse_args()
 
     spec = demo_fleet()
@@ -47,12 +55,24 @@ def main() -> None:
         stop = threading.Event()
         pub = threading.Thread(target=lambda: stats.append(run_fleet(cfg, fleet, stop=stop)))
         pub.start()
+        worker = stack.worker.pid if stack.worker else None
+        wait_worker_ready(cfg.worker.web_host, cfg.worker.web_port, worker)
         time.sleep(args.warmup)
+        history = child_pids(worker) if worker else []
+        clock = ProcessClock(
+            {
+                "broker": stack.broker.pid if stack.broker else None,
+                "worker": worker,
+                "history": history[0] if history else None,
+                "publisher": os.getpid(),
+            }
+        )
         first = _metrics(url)
         t0 = time.monotonic()
         time.sleep(args.seconds)
         last = _metrics(url)
         elapsed = time.monotonic() - t0
+        cpu_s = clock.cpu_s()
         stop.set()
         pub.join()
         stack.check_worker()
@@ -68,9 +88,14 @@ def main() -> None:
         "late_publisher_ticks": published.late_ticks,
         "seconds": args.seconds,
         "history_sink": config.store.enabled,
+        "cpu_pct": {k: round(v / elapsed * 100, 1) for k, v in cpu_s.items()},
+        "cpu_us_per_ingested_event": {
+            k: round(v * 1e6 / max(1, ingested), 1) for k, v in cpu_s.items()
+        },
+        "load_average": load_average(),
     }
     suffix = "" if config.store.enabled else "_no_history"
-    path = write_result(f"telemetry_{result['mode']}{suffix}", result)
+    path = write_result(f"telemetry_{result['mode']}{suffix}", result, out=args.out)
     for key, value in result.items():
         print(f"{key:>24}: {value}")
     print(f"wrote {path}")

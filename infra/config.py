@@ -120,6 +120,9 @@ class WorkerConfig:
     max_clock_skew_s: float = 300.0  # an event stamped further ahead than this is dead-lettered
     max_regions: int = 64  # node/job events naming a region beyond this many are dead-lettered
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
+    # decided jobs and released reservations are remembered this long (live jobs: always)
+    horizon_s: float = 600.0
+    local_placement: bool = True  # place jobs for regions this worker owns without a hop
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
     # issue 16: penalty (0..100) a portable job's score pays per stack, "rocm=20,cann=35"

@@ -51,7 +51,15 @@ class Placer:
         self._weights_cache: dict[tuple[object, ...], dict[str, float]] = {}
 
     # ---- the cycle -----------------------------------------------------------------------
-    def place(self, job: JobSpec, region: str | None = None) -> PlacementResult:
+    def place(
+        self, job: JobSpec, region: str | None = None, *, explain: bool = True
+    ) -> PlacementResult:
+        """The best placement of `job` in `region` (None: anywhere), or why there is none.
+
+        `explain=False` skips the reasons of a refusal (per-filter examples, never-fits): a
+        silent retry of a queued job needs only "placed or not", and explaining costs more
+        than deciding.
+        """
         if job.cpu_only:
             return place_host_only(self.state, job, region)
         ctx, masks, refusals, candidates = self._filter(job, region)
@@ -66,6 +74,8 @@ class Placer:
             placed = [r for r in options if r is not None]
             if placed:
                 return max(placed, key=lambda r: r.score)
+        if not explain:
+            return PlacementResult(placed=False, refusals=refusals)
         return self._refused(ctx, masks, refusals, candidates, region)
 
     def options(self, job: JobSpec, region: str | None = None) -> list[PlacementResult]:

@@ -32,7 +32,6 @@ def _views(state: ClusterState, slots: np.ndarray) -> dict[str, RegionView]:
     n_models = max(1, len(models))
     size = max(1, len(state.regions)) * n_models
     key = state.region[live].astype(np.int64) * n_models + state.model[live]
-    count = np.bincount(key, minlength=size)
     free = np.bincount(key, weights=state.free_whole[live], minlength=size)
     total = np.bincount(key, weights=state.gpu_count[live], minlength=size)
     # largest block: free counts are small integers, so count (key, free) pairs and take the

@@ -149,6 +149,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         queue_order=traits.queue if traits is not None else "fifo",
         clock=EventClock() if config.worker.clock == "event" else WallClock(),
         porting_penalties=config.worker.porting_penalties,
+        horizon_s=config.worker.horizon_s,
     )
     codec = make_codec(config.kafka.schema_registry_url or None)
     remote = RemoteRegions(config, codec, max_age_s=config.worker.remote_view_max_age_s)

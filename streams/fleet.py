@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from infra.topics import DECISIONS_MIGRATION, REGION_STATE
 from streams.convert import assignment_records, node_spec
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
@@ -125,8 +127,11 @@ class FleetTracker:
             if 0 <= g["index"] < count:
                 healthy[g["index"]] = bool(g["healthy"])
                 perf[g["index"]] = float(g["perf_factor"])
-        state.set_gpu_health(node_id, healthy.tolist())
-        state.set_perf_factor(node_id, perf.tolist())
+        # most reports repeat what the arrays hold: each setter recomputes the node's summary
+        if not np.array_equal(healthy, state.gpu_ok[slot, :count]):
+            state.set_gpu_health(node_id, healthy.tolist())
+        if not np.array_equal(np.clip(perf, 0.0, 2.0), state.perf[slot, :count]):
+            state.set_perf_factor(node_id, perf.tolist())
 
     def on_grid(self, record: Mapping[str, Any]) -> None:
         self._carbon[record["region"]] = float(record["carbon_g_per_kwh"])

@@ -13,7 +13,7 @@ from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.kafka import committed_offsets, end_offsets
 from infra.signing import verifier
-from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, NODE_INVENTORY
+from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_ROUTED, NODE_INVENTORY
 from schemas import Codec, CodecError
 from scorer.errors import GpuflowError
 from streams.activity import Activity
@@ -190,7 +190,7 @@ class Runtime:
     # -- sending ------------------------------------------------------------------------------
 
     async def send_all(self, messages: Iterable[Outgoing]) -> None:
-        for msg in messages:
+        for msg in self.place_owned(messages):
             if msg.topic == DECISIONS_PLACEMENT:
                 self.activity.on_decision(msg.record)
             value = self.codec.encode(msg.event, msg.record, topic=msg.topic)
@@ -200,6 +200,29 @@ class Runtime:
             self.sent[msg.topic] = self.sent.get(msg.topic, 0) + 1
             note_sent(msg)
             self.recent.add(msg)
+
+    def place_owned(self, messages: Iterable[Outgoing]) -> list[Outgoing]:
+        """Place here the jobs routed to a region this worker owns; the rest go out.
+
+        The hop through `jobs.routed` only hands a job to the region's owner: when that is this
+        worker, it costs a produce, a fetch and (on the embedded broker) a listing of every
+        stored batch, for nothing. Spill-overs follow the same rule, so a job may try several
+        owned regions here before it is handed to another worker or decided.
+        """
+        pending, out = list(messages), []
+        ownership = self.ownership if self.config.worker.local_placement else None
+        while pending:
+            msg = pending.pop(0)
+            if (
+                ownership is not None
+                and msg.topic == JOBS_ROUTED
+                and ownership.owns(msg.record["region"])
+            ):
+                started = time.perf_counter_ns()
+                pending[:0] = self.scheduler.place(msg.record, started_ns=started)
+            else:
+                out.append(msg)
+        return out
 
     async def dead_letter(self, message: Any, error: Exception | str, consumer_name: str) -> None:
         """Park bytes we cannot use, with why and where they came from; the stream goes on."""

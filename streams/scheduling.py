@@ -13,7 +13,9 @@ so each entry lands in its region's changelog partition:
   nodes:        node_id -> latest NodeInventory record
   moves:        job_id -> a migration in flight (`streams.replanning`)
 Idempotence: a job with a final decision (PLACED or REJECTED) is never decided again; the set
-of final jobs is rebuilt at start from the decision log itself (`streams.ledger`).
+of final jobs is rebuilt at start from the decision log itself (`streams.ledger`). Memory is
+bounded by live jobs plus `horizon_s` (`streams.horizon`): decided jobs and released
+reservations older than that are forgotten, jobs holding GPUs never.
 
 Time is `clock`: the wall clock in a live worker, event time in a replay (`streams.clock`).
 Re-planning (the speed-aware queue order, migration to a better match) runs when the policy
@@ -33,7 +35,8 @@ from scorer import ClusterState, PlacementResult, Placer, ReservationError, rank
 from scorer.replan import ReplanConfig
 from streams.clock import Clock, WallClock
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
-from streams.outbox import Outgoing, new_event_id, outgoing
+from streams.horizon import DecidedJobs, ReleasedLog
+from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.queueing import ORDERS, order_waiting
 from streams.replanning import Replanner
 
@@ -69,6 +72,7 @@ class Scheduler:
         queue_order: str = "fifo",
         clock: Clock | None = None,
         porting_penalties: Mapping[str, float] | None = None,
+        horizon_s: float = 600.0,
     ) -> None:
         self.state = state
         self.placer = placer
@@ -76,7 +80,8 @@ class Scheduler:
         self.queue = queue
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
-        self.final: set[str] = set()
+        self.final = DecidedJobs(horizon_s)
+        self.released = ReleasedLog(horizon_s)
         # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
         self.routed_attempts: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
@@ -122,14 +127,19 @@ class Scheduler:
         for record in self.nodes.values():
             self.state.upsert_node(node_spec(record))
             self.last_seen.setdefault(record["node_id"], time.monotonic())
-        self.final |= set(logged)
+        now = now_ms()
+        for job_id, decision in logged.items():
+            self.final.add(job_id, age_s=(now - int(decision.get("ts") or now)) / 1000)
         for job_id, entry in list(self.reservations.items()):
             if job_id not in self.final:
                 del self.reservations[job_id]
             elif _has_ended(ended, job_id, entry.get("placed_ts")) and not entry.get("released"):
                 self.reservations[job_id] = {**entry, "released": True}
+                self.released.add(entry["region"], [job_id])
             elif not entry.get("released"):
                 self._reserve_quietly(job_id, entry["assignments"])
+            else:
+                self.released.add(entry["region"], [job_id])
         for job_id, decision in logged.items():  # announced, but the table lost it
             placed = decision["outcome"] == "PLACED" and owns(decision.get("region") or "")
             if placed and job_id not in self.reservations:
@@ -274,12 +284,23 @@ class Scheduler:
             return []
         if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
             return []  # a replay: this job was already forwarded past this region
-        result = self.placer.place(job_spec(job), region)
+        result = self.placer.place(job_spec(job), region, explain=self._explain(routed))
         if result.placed:
             placed = self._commit(routed, result, started_ns, why)
             if placed is not None:
                 return [placed]
         return self._refused(routed, result, started_ns)
+
+    @staticmethod
+    def _explain(routed: Mapping[str, Any]) -> bool:
+        """Whether a refusal here needs its reasons (only a decision that is sent does).
+
+        A failed retry stays queued silently; a refusal with regions left to try spills over,
+        and needs only "could it ever fit here" until a queue region is chosen.
+        """
+        if routed.get("_retry"):
+            return False
+        return not (routed.get("candidates") and routed.get("queue_region"))
 
     def _commit(
         self,
@@ -466,6 +487,9 @@ class Scheduler:
             return []
         self.state.release(job_id)
         self.reservations[job_id] = {**entry, "released": True}
+        # on the region's own event, so the deletes land in its changelog partition
+        self.released.add(entry["region"], [job_id])
+        self.released.forget(entry["region"], self.reservations)
         return self._after_release([entry["region"]])
 
     def _after_release(self, regions: Sequence[str]) -> list[Outgoing]:
@@ -554,6 +578,8 @@ class Scheduler:
         `worker.replan_interval_s`; replay: `tick_s`): drop holds of moves not confirmed in
         time, retry the queue, and look for running jobs a faster free GPU suits."""
         self.clock.observe(now_ms)
+        held = self.state.jobs
+        self.final.prune(keep=lambda job_id: job_id in held)
         active = {r["region"] for r in self.queue.values()}
         if self.replanner is not None:
             active |= set(self.replanner.expire())

@@ -105,9 +105,7 @@ def packing_jobs(
     rng = np.random.default_rng(seed + 7919)  # independent of the cluster drawn with `seed`
     capacity = sum(n.gpu_count for n in nodes)
     # a pinned job names a model with a node big enough for it (never an impossible job)
-    models_for = {
-        g: sorted({n.gpu_model for n in nodes if n.gpu_count >= g}) for g in (1, *GANGS)
-    }
+    models_for = {g: sorted({n.gpu_model for n in nodes if n.gpu_count >= g}) for g in (1, *GANGS)}
     jobs: list[TraceJob] = []
     arrived, t = 0.0, 0.0
     while arrived < demand * capacity:

@@ -224,8 +224,7 @@ def _job(row: Row, models: ModelResolver) -> TraceJob:
         data_region=row.get("data_region") or None,
         allowed_regions=to_list(row.get("allowed_regions")),
         kind=_kind(row),
-        checkpoint_interval_s=row.parse("checkpoint_interval_s", positive(to_int, strict=False), 0
-        ),
+        checkpoint_interval_s=row.parse("checkpoint_interval_s", positive(to_int, strict=False), 0),
         checkpointable=row.parse("checkpointable", to_bool, True),
         tensor_parallel=row.parse("tensor_parallel", positive(to_int), 1),
     )

@@ -10,10 +10,10 @@ spread over nodes uses the measured consolidated=0 figure when the table has it,
 `spread_penalty` (multi-GPU jobs only). An eviction keeps the work up to the last checkpoint
 (every `checkpoint_interval_s` of compute) and loses the rest, and so does a migration, unless
 the decision asks for a checkpoint first (then nothing is lost). Each resumed segment pays
-`restore_s` before it progresses. A CPU-only job (no GPUs) runs at its nominal pace. GPUs (milli per GPU),
-host CPU and host memory are capacity and never exceeded: a placement beyond the free GPUs is a
-fault (TwinError); one whose node lacks free host CPU or memory (the scheduler checks those
-against node size only) holds its GPUs and starts when they free up.
+`restore_s` before it progresses. A CPU-only job (no GPUs) runs at its nominal pace. GPUs
+(milli per GPU), host CPU and host memory are capacity and never exceeded: a placement beyond
+the free GPUs is a fault (TwinError); one whose node lacks free host CPU or memory (the
+scheduler checks those against node size only) holds its GPUs and starts when they free up.
 """
 
 from __future__ import annotations

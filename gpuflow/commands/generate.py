@@ -18,7 +18,9 @@ __all__ = ["generate"]
 RECIPES = ("gavel", "packing")
 
 
-def _gavel(jobs: int, lam_s: float, seed: int) -> tuple[tuple[TraceNode, ...], tuple[TraceJob, ...]]:
+def _gavel(
+    jobs: int, lam_s: float, seed: int
+) -> tuple[tuple[TraceNode, ...], tuple[TraceJob, ...]]:
     return gavel_cluster(), gavel_jobs(gavel_throughputs(), jobs, lam_s, seed=seed)
 
 

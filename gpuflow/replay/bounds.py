@@ -60,13 +60,11 @@ def capacity_lower_bound(trace: Trace, slot_s: float = 900.0) -> float:
     best = speeds.max(axis=1)
     fastest = work / best
     horizon = submit.max() + (work * gpus / best).sum() / max(cap.sum(), 1) + fastest.max()
-    slots = int(math.ceil(horizon / slot_s)) + 2
+    slots = math.ceil(horizon / slot_s) + 2
     n_jobs, n_models = speeds.shape
     n_x = n_jobs * n_models * slots
-    j_idx, m_idx, t_idx = np.meshgrid(
-        np.arange(n_jobs), np.arange(n_models), np.arange(slots), indexing="ij"
-    )
-    j_idx, m_idx, t_idx = j_idx.ravel(), m_idx.ravel(), t_idx.ravel()
+    grid = np.meshgrid(np.arange(n_jobs), np.arange(n_models), np.arange(slots), indexing="ij")
+    j_idx, m_idx, t_idx = (g.ravel() for g in grid)
     x_col = np.arange(n_x)
     # a slot before the job arrived (or a model it cannot use) gets no time
     upper = np.where((t_idx * slot_s >= submit[j_idx] - 1e-9) & (speeds[j_idx, m_idx] > 0), 1, 0)

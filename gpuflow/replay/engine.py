@@ -23,7 +23,6 @@ from typing import Any, Protocol
 from agents.replay.trace import Trace, job_record, node_record
 from agents.replay.twin import Twin, TwinConfig, slices_from
 from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, DECISIONS_PREEMPTION
-from scorer import ThroughputModel
 
 __all__ = ["BASE_MS", "HANDLERS", "Decided", "Decider", "ReplayResult", "run_replay"]
 
@@ -164,9 +163,7 @@ def run_replay(
 
 def _waiting(twin: Twin) -> bool:
     """Some submitted job has neither run to its end nor been rejected, and is not running."""
-    return any(
-        r.end_s is None and not r.rejected and not r.running for r in twin.runs.values()
-    )
+    return any(r.end_s is None and not r.rejected and not r.running for r in twin.runs.values())
 
 
 def _apply(result: ReplayResult, decided: list[Decided]) -> list[dict[str, Any]]:
@@ -223,9 +220,7 @@ def _on_migration(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any
     result.placements[d["job_id"]] = tuple(s.node_id for s in slices)
     nodes = [s.node_id for s in slices]
     progress = run.done / run.job.duration_s if run.job.duration_s else 0.0
-    return [
-        job_event(twin, d["job_id"], "MIGRATED", d["to_region"], nodes, progress=progress)
-    ]
+    return [job_event(twin, d["job_id"], "MIGRATED", d["to_region"], nodes, progress=progress)]
 
 
 def _on_preemption(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any]]:

@@ -94,7 +94,9 @@ class GavelDecider:
         jobs = [self.jobs[j] for j in ids]
         speeds = np.array([j.speeds for j in jobs])
         scale = np.array([j.scale for j in jobs])
-        capacity = np.array([sum(c for _, c in self.nodes.get(m, ())) for m in range(len(self.models))])
+        capacity = np.array(
+            [sum(c for _, c in self.nodes.get(m, ())) for m in range(len(self.models))]
+        )
         if self.allocation is None or self.allocation.shape[0] != len(ids):
             self.allocation = max_min_fairness(speeds, scale, capacity)
         elapsed = np.array([(ts_ms - j.arrived_ms) / 1000 for j in jobs])
@@ -172,9 +174,7 @@ class GavelDecider:
             "region": self.region[slices[0][0]],
             "gpu_model": self.models[m],
             "gpu_count": job.scale,
-            "assignments": [
-                {"node_id": n, "gpu_indices": g, "gpu_milli": 1000} for n, g in slices
-            ],
+            "assignments": [{"node_id": n, "gpu_indices": g, "gpu_milli": 1000} for n, g in slices],
             "expected_throughput": float(job.speeds[m]),
             "reasons": ["gavel round: max-min fair share"],
         }

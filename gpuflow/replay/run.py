@@ -15,8 +15,14 @@ from gpuflow.replay.plots import plot_allocation, plot_jct_cdf
 from scorer import PRESETS
 from scorer.errors import UnknownPluginError
 
-__all__ = ["ENGINES", "REPLAN_TICK_S", "ROUND_POLICIES", "known_policies", "replay_policy",
-           "write_outputs"]
+__all__ = [
+    "ENGINES",
+    "REPLAN_TICK_S",
+    "ROUND_POLICIES",
+    "known_policies",
+    "replay_policy",
+    "write_outputs",
+]
 
 ENGINES = ("inprocess", "stream")
 REPLAN_TICK_S = 60.0  # virtual seconds between re-planning passes of policies that re-plan

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scorer.framework import CycleContext
 from scorer.fragmix import FULL, LearnedMix, MixClasses, Profile, fragmentation
+from scorer.framework import CycleContext
 from scorer.scores.fragmentation import NodeFragmentation, growth_score, placement_growth
 
 __all__ = ["NAME", "FgdScore", "expected_fragmentation"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from scorer.framework import CycleContext, clamp_score
 from scorer.fragmix import (
     DEFAULT_MIX,
     FULL,
@@ -22,6 +21,7 @@ from scorer.fragmix import (
     TaskMix,
     fragmentation,
 )
+from scorer.framework import CycleContext, clamp_score
 from scorer.state import ClusterState
 
 __all__ = [

@@ -63,7 +63,9 @@ def test_stream_engine_places_like_the_inprocess_engine(policy: str) -> None:
     assert placements(slow) == placements(fast)
     assert migrations(slow) == migrations(fast)
     if policy == "gpuflow":  # it re-plans: jobs moved to faster GPUs as they freed up
-        assert len(migrations(fast)) >= 2 and all(r == "BETTER_MATCH" for _, r, _ in migrations(fast))
+        assert len(migrations(fast)) >= 2 and all(
+            r == "BETTER_MATCH" for _, r, _ in migrations(fast)
+        )
         assert sum(r.migrations for r in slow.twin.runs.values()) == len(migrations(fast))
     assert [d["outcome"] for d in slow.decisions] == [d["outcome"] for d in fast.decisions]
     a = summarize(fast, policy=policy, engine="inprocess")

@@ -202,3 +202,25 @@ def test_a_data_parallel_gang_spreads_only_when_it_pays(fleet, node) -> None:
     # a TP=8 gang may not spread: it takes the only node that holds it whole
     whole = Placer(state).place(JobSpec("w", gpu_count=8, tensor_parallel=8))
     assert [a.node_id for a in whole.assignments] == ["k80"]
+
+
+@pytest.mark.parametrize(
+    ("job", "placed"),
+    [
+        (JobSpec("fits", gpu_count=4), True),  # 8 free V100s, 8 H100s, 4 T4s
+        (JobSpec("too-big", gpu_count=16), False),  # no node has 16 GPUs
+        (JobSpec("no-such-model", gpu_count=8, allowed_gpu_models=("A100-80",)), False),
+    ],
+)
+def test_unexplained_answer_is_the_same_answer(
+    mixed: ClusterState, job: JobSpec, placed: bool
+) -> None:
+    placer = Placer(mixed)
+    explained = placer.place(job)
+    quiet = placer.place(job, explain=False)
+    assert explained.placed == quiet.placed == placed
+    assert explained.assignments == quiet.assignments
+    # the per-filter counts stay (spill-overs merge them); only the explanation is skipped
+    assert quiet.refusals.items() <= explained.refusals.items()
+    if not placed:
+        assert explained.reasons and quiet.reasons == ()
