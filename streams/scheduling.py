@@ -607,7 +607,7 @@ def _entry_of(decision: Mapping[str, Any], *, released: bool) -> dict[str, Any]:
         "gpu_model": decision.get("gpu_model"),
         "released": released,
         "placed_ts": decision.get("ts"),
-        "started_ms": int(decision["ts"]),
+        "started_ms": int(decision.get("ts") or 0),
         "speed": float(decision.get("expected_throughput") or 0.0),
     }
 
