@@ -201,17 +201,17 @@ def test_better_match_never_lengthens_the_expected_finish(
             state.reserve(f"busy-{model}", [Assignment(f"n-{model}", tuple(left[free:]))])
     proposals = better_match(state, placer, runs, now_ms, config, Statement(state), budget=4)
     for p in proposals:
-        run, speed = p.run, p.target.expected_throughput
-        assert speed is not None and speed > run.speed
-        # independently: stay = left / speed; move = restore + (left + lost) / new speed,
-        # lost = the compute since the last checkpoint, at the old speed
-        interval = run.job.checkpoint_interval_s or config.checkpoint_interval_s
+        run, new_speed = p.run, p.target.expected_throughput
+        assert new_speed is not None and new_speed > run.speed
+        # independently: stay = remaining / speed; move = restore + (remaining + lost) / new
+        # speed, lost = the compute since the last checkpoint, at the old speed
+        every = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
         compute = (now_ms - run.started_ms) / 1000
-        lost = (compute - math.floor(compute / interval) * interval) * run.speed
+        lost = (compute - math.floor(compute / every) * every) * run.speed
         assert run.duration_s is not None
-        left = max(0.0, run.duration_s - run.done_s - compute * run.speed)
-        stay = left / run.speed
-        move = config.restore_s + (left + lost) / speed
+        remaining = max(0.0, run.duration_s - run.done_s - compute * run.speed)
+        stay = remaining / run.speed
+        move = config.restore_s + (remaining + lost) / new_speed
         assert move < stay - margin_s, (run.job_id, stay, move)
         assert p.cost.move_s == pytest.approx(move) and p.cost.stay_s == pytest.approx(stay)
 

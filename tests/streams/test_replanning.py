@@ -4,6 +4,7 @@ speed-aware queue's choice explained on the decision."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -78,7 +79,7 @@ def finish(s: Scheduler, job_id: str, ts_ms: int) -> list[Outgoing]:
     return follow(s, s.on_job_event(event))
 
 
-def moves(out: list[Outgoing]) -> list[dict[str, Any]]:
+def moves(out: list[Outgoing]) -> list[Mapping[str, Any]]:
     return [m.record for m in out if m.topic == DECISIONS_MIGRATION]
 
 
