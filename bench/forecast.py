@@ -101,7 +101,7 @@ def _time_cli(csv: Path, horizons: str) -> dict[str, Any]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {
-        "command": " ".join(["gpuflow", *cmd[3:]]),
+        "command": " ".join(["gpuflow", *cmd[3:]]).replace(f"{REPO}/", ""),  # repo-relative
         "wall_s": round(wall, 1),
         "cpu_s": round(cpu, 1),
         "loadavg_before": [round(v, 2) for v in load],

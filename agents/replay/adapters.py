@@ -129,7 +129,11 @@ def load_philly_trace(
     except OSError as exc:
         raise TraceError(name, f"cannot read: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
-        raise TraceError(name, f"bad JSON: {exc.msg}", line=exc.lineno, column=exc.colno) from None
+        # an error at the very end of a file whose last line ends in a newline is reported
+        # on the (empty) line after it: name the last line there is
+        line = min(exc.lineno, max(1, len(text.splitlines())))
+        column = exc.colno if line == exc.lineno else 1
+        raise TraceError(name, f"bad JSON: {exc.msg}", line=line, column=column) from None
     if not isinstance(raw_jobs, list):
         raise TraceError(name, "expected a JSON list of jobs", line=1, column=1)
     ref = Counter(n.gpu_model for n in nodes for _ in range(n.gpu_count)).most_common(1)[0][0]

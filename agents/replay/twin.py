@@ -187,12 +187,12 @@ class Twin:
         run = self._running(job_id)
         if checkpoint_first and checkpoint_at is None:
             checkpoint_at = at
-        computed = self._computed(run, at)
-        if checkpoint_at is not None:
-            kept = self._computed(run, min(checkpoint_at, at))
+        if checkpoint_at is not None:  # the time spent writing it is overhead, not lost work
+            kept, lost = self._computed(run, min(checkpoint_at, at)), 0.0
         else:
             kept = self._kept(run, at, checkpoint_first=False)
-        self._stop_keeping(run, at, kept, lost=computed - kept)
+            lost = self._computed(run, at) - kept
+        self._stop_keeping(run, at, kept, lost=lost)
         run.preemptions += 1
         return run.done
 
