@@ -136,7 +136,11 @@ class Replanner:
             entry = self.parts.reservations.get(job_id) if where == region else None
             if entry is not None and (entry.get("last_move_ms") or -1) >= since:
                 begun += 1
-        begun += sum(1 for m in self.moves.values() if m["decision"]["from_region"] == region)
+        begun += sum(  # in flight or expired (a confirmed one counts by its entry above)
+            1
+            for m in self.moves.values()
+            if m["decision"]["from_region"] == region and int(m["decision"]["ts"]) >= since
+        )
         return max(0, self.config.region_max_moves - begun)
 
     # -- passes -------------------------------------------------------------------------------

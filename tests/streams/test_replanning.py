@@ -194,3 +194,23 @@ def test_queue_order_when_a_gpu_frees(gavel: ThroughputModel, policy: str, first
     assert placed[0]["job_id"] == first and placed[0]["outcome"] == "PLACED"
     if policy == "gpuflow":
         assert any(r.startswith("speed-aware queue: 1 of 2") for r in placed[0]["reasons"])
+
+
+def test_an_expired_move_frees_the_region_budget_after_the_window(
+    gavel: ThroughputModel,
+) -> None:
+    # region_max_moves 1 per 300 s window, hold 60 s. The move decided at 3601 s is never
+    # confirmed: its hold ends at 3661 s. It began at 3601 s, so it counts against the region
+    # until 3601 + 300 = 3901 s; after that the region may move again.
+    s = make(gavel, node("v", "V100-16", 1), node("k", "K80", 1), region_max_moves=1, hold_s=60)
+    submit(s, job("a", 1_000, 1))
+    submit(s, job("x", 2_000, 10))
+    (first,) = moves(finish(s, "a", 3_601_000))
+    replanner = s.replanner
+    assert replanner is not None
+    assert moves(follow(s, s.on_tick(3_662_000))) == []  # expired; the window is still full
+    assert s.moves["x"]["status"] == "expired"
+    assert replanner.region_budget("r", 3_900_000) == 0
+    assert replanner.region_budget("r", 3_902_000) == 1
+    (again,) = moves(follow(s, s.on_tick(3_902_000)))
+    assert again["job_id"] == "x" and again["ts"] == 3_902_000 != first["ts"]
