@@ -7,7 +7,12 @@ It consumes `gpuflow.decisions.placement`, `.preemption`, `.migration` and `.adv
     (`checkpoint_s`, never past the grace period) and keeps all its work, else it keeps the
     work up to its last checkpoint; reported EVICTED with the progress kept and the work lost;
   - a MigrationDecision without a target (NODE_UNHEALTHY: get off this node): checkpoint, stop,
-    EVICTED (the scheduler places the job again); with a target: MIGRATED;
+    EVICTED (the scheduler places the job again); with a target (a better match): the work
+    since the last checkpoint (`lost_work_s`) is lost unless it checkpoints first, the job
+    resumes on the target GPUs after the restore (`restore_s`) at the target's pace (the ratio
+    of `expected_throughput` to `from_throughput`), MIGRATED on the target region's partition
+    with its progress; a move arriving after its `hold_until_ts` is not carried out (the
+    scheduler has given the target GPUs back);
   - a NodeAdvisory CHECKPOINT: the listed jobs checkpoint now (CHECKPOINTED).
 Every event echoes the epoch of the placement it is about, on the job's region partition.
 Duplicate decisions (at-least-once delivery) are recognised by job id and epoch and ignored.
@@ -72,6 +77,7 @@ class ExecutorStats:
     started: int = 0
     finished: int = 0
     evicted: int = 0
+    migrated: int = 0
     duplicates: int = 0
     running: set[str] = field(default_factory=set)
 
@@ -92,7 +98,9 @@ class _Run:
     stopping: bool = False
 
     def progress(self, now: float) -> float:
-        done = min(1.0, (now - self.started) / self.duration) if self.duration > 0 else 1.0
+        if self.duration <= 0:
+            return 1.0
+        done = min(1.0, max(0.0, now - self.started) / self.duration)
         return self.base + (1.0 - self.base) * done
 
 
@@ -120,6 +128,7 @@ class ExecutorTwin:
         self.stats = ExecutorStats()
         self._seen: RecentJobs[tuple[str, int]] = RecentJobs(100_000)  # (job, epoch)
         self._runs: dict[str, _Run] = {}
+        self._moves_seen: RecentJobs[str] = RecentJobs(100_000)  # migration event ids
         self._progress: dict[str, float] = {}  # kept by the last eviction
         self._due: list[tuple[float, int, str, int, str]] = []  # (when, seq, job, epoch, what)
         self._seq = 0
@@ -202,12 +211,36 @@ class ExecutorTwin:
         if run is None or run.stopping:
             return
         if d.get("to_assignments"):
-            run.nodes = [a["node_id"] for a in d["to_assignments"]]
-            self._emit(p, run, "MIGRATED")
+            self._move(p, run, d)
             return
         run.saved = run.progress(time.monotonic())
         run.stopping = True
         self._later(time.monotonic() + self.checkpoint_s, run.job_id, run.epoch, "EVICTED")
+
+    def _move(self, p: Any, run: _Run, move: dict[str, Any]) -> None:
+        """Stop, move and resume a running job as a MigrationDecision with a target says."""
+        if move["event_id"] in self._moves_seen:
+            self.stats.duplicates += 1
+            return
+        self._moves_seen.add(move["event_id"])
+        hold_until = _epoch_ms(move.get("hold_until_ts"))
+        if hold_until and time.time() * 1000 > hold_until:
+            log.warning("migration not carried out job_id=%s (its hold expired)", run.job_id)
+            return
+        now = time.monotonic()
+        full_s = run.duration / max(1e-9, 1.0 - run.base)  # the whole job at the old pace
+        pace = (move.get("from_throughput") or 0.0) / (move.get("expected_throughput") or 1.0)
+        lost = 0.0 if move.get("checkpoint_first") else float(move.get("lost_work_s") or 0.0)
+        done = max(0.0, run.progress(now) - lost * self.time_scale / full_s)
+        full_s *= pace if pace > 0 else 1.0
+        restore = float(move.get("restore_s") or 0.0) * self.time_scale
+        moved = _Run(run.job_id, run.epoch, move.get("to_region") or run.region,
+                     [a["node_id"] for a in move["to_assignments"]], run.gpus, now + restore,
+                     (1.0 - done) * full_s, done, done)  # fmt: skip
+        self._runs[run.job_id] = moved
+        self._emit(p, moved, "MIGRATED", progress=done)
+        self.stats.migrated += 1
+        self._later(moved.started + moved.duration, run.job_id, run.epoch, "FINISHED")
 
     def _on_advisory(self, p: Any, d: dict[str, Any]) -> None:
         if d.get("action") != "CHECKPOINT":
@@ -237,8 +270,8 @@ class ExecutorTwin:
             if run is None or run.epoch != epoch:
                 continue  # stopped or placed again since
             if what == "FINISHED":
-                if not run.stopping:
-                    self._finish(p, run)
+                if not run.stopping and now >= run.started + run.duration - 1e-6:
+                    self._finish(p, run)  # (a moved job's earlier finish is not its finish)
             else:
                 self._stop(p, run, keep=run.saved, detail="checkpointed, then stopped")
 
@@ -294,3 +327,10 @@ class ExecutorTwin:
             log.error("executor producer failed for good (%s); starting a new one", exc)
             self._producer = producer(self.config.kafka)
             self._producer.produce(JOBS_EVENTS, key=key, value=value, partition=partition)
+
+
+def _epoch_ms(value: Any) -> int:
+    """Avro timestamp-millis may arrive decoded as a datetime."""
+    if value is None:
+        return 0
+    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)

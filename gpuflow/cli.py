@@ -16,6 +16,7 @@ from rich.console import Console
 from gpuflow.commands.agent import agent
 from gpuflow.commands.deploy import create_topics
 from gpuflow.commands.forecast import forecast
+from gpuflow.commands.generate import generate
 from gpuflow.commands.jobs import submit, topics, watch
 from gpuflow.commands.queue import policy, queue
 from gpuflow.commands.replay import replay
@@ -49,6 +50,7 @@ app.command("forecast")(forecast)
 app.command("top")(top)
 app.command("schemas")(schemas_command)
 app.command("create-topics")(create_topics)
+app.command("generate")(generate)
 
 
 @app.command("worker")

@@ -18,6 +18,7 @@ from typing import Any, get_type_hints
 
 from infra.errors import ConfigError
 from infra.topics import RegionPartitioner
+from scorer.replan import ReplanConfig
 
 __all__ = [
     "AuthConfig",
@@ -133,10 +134,14 @@ class WorkerConfig:
     porting_penalty: str = ""
     shutdown_timeout_s: float = 20.0  # SIGTERM: commit, leave the group, exit within this
     remote_view_max_age_s: float = 60.0  # other workers' region summaries older are dropped
+    clock: str = "wall"  # "event": time is the events' timestamps; ticks come as ReplanTicks
+    catalog_file: str = ""  # YAML/JSON catalogue adding or overriding GPU models; empty: built-in
     log_level: str = "warning"
 
     def __post_init__(self) -> None:
         _ = self.porting_penalties  # a bad value fails at load, naming the setting
+        if self.clock not in ("wall", "event"):
+            raise ConfigError(f"worker.clock: must be wall or event, got {self.clock!r}")
 
     @property
     def porting_penalties(self) -> dict[str, float]:
@@ -247,6 +252,7 @@ class Config:
     network: NetworkConfig = field(default_factory=NetworkConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     forecast: ForecastConfig = field(default_factory=ForecastConfig)
+    replan: ReplanConfig = field(default_factory=ReplanConfig)  # decide again (docs/replanning.md)
 
     @property
     def store_dsn(self) -> str:
@@ -401,7 +407,7 @@ def config_key(env_name: str) -> str | None:
 def config_env(config: Config) -> dict[str, str]:
     """GPUFLOW_* variables that reproduce `config` in a child process (e.g. the worker)."""
     env = {"GPUFLOW_DATA_DIR": str(config.data_dir.resolve())}
-    for section in ("kafka", "broker", "store", "worker", "network", "auth", "forecast"):
+    for section in ("kafka", "broker", "store", "worker", "network", "auth", "forecast", "replan"):
         values = getattr(config, section)
         for f in dataclasses.fields(values):
             value = getattr(values, f.name)

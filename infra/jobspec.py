@@ -44,7 +44,13 @@ _INT_FIELDS = (
 _FLOAT_FIELDS = ("params_b", "cost_speed_preference", "expected_duration_s", "budget_usd")
 _LIST_FIELDS = ("allowed_gpu_models", "allowed_regions")
 _LONG_FIELDS = ("memory_mib", "total_steps", "deferrable_until_ts")  # Avro long; others are int
-_BOOL_FIELDS = ("preemptible", "cross_region_ok", "optimizer_offload", "activation_checkpointing")
+_BOOL_FIELDS = (
+    "preemptible",
+    "checkpointable",
+    "cross_region_ok",
+    "optimizer_offload",
+    "activation_checkpointing",
+)
 # issue 16: memory-model choices, normalised as the scorer does ("zero-3" -> "ZERO3")
 _CHOICES = {"sharding": SHARDINGS, "finetune": FINETUNES, "optimizer": OPTIMIZERS}
 _TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
@@ -125,8 +131,10 @@ def job_problems(job: Mapping[str, Any]) -> list[str]:
     if job.get("precision", "FP32") not in PRECISIONS:
         out.append(f"precision: must be one of {', '.join(PRECISIONS)}")
     count, milli = int(job.get("gpu_count", 1)), int(job.get("gpu_milli", 1000))
-    if count < 1:
-        out.append(f"gpu_count: must be >= 1, got {count}")
+    if count < 0:
+        out.append(f"gpu_count: must be >= 0, got {count}")
+    elif count == 0 and not (int(job.get("cpu_milli") or 0) or int(job.get("memory_mib") or 0)):
+        out.append("gpu_count: a CPU-only job (gpu_count 0) needs cpu_milli or memory_mib")
     if not 1 <= milli <= 1000:
         out.append(f"gpu_milli: must be 1..1000, got {milli}")
     elif milli < 1000 and count != 1:

@@ -27,6 +27,7 @@ __all__ = [
     "NODE_INVENTORY",
     "NODE_TELEMETRY",
     "REGION_STATE",
+    "REPLAN_TICKS",
     "TOPICS",
     "RegionPartitioner",
     "TopicSpec",
@@ -42,6 +43,7 @@ class TopicSpec:
     compacted: bool = False
     region_keyed: bool = False  # partition = region_partition(region)
     retention_ms: int | None = None
+    history: bool = True  # kept in ClickHouse (control topics are not)
 
 
 NODE_INVENTORY = "gpuflow.node.inventory"
@@ -59,6 +61,7 @@ DECISIONS_BANDWIDTH = "gpuflow.decisions.bandwidth"
 DECISIONS_ADVISORY = "gpuflow.decisions.advisory"
 FORECASTS_DEMAND = "gpuflow.forecasts.demand"
 DEADLETTER = "gpuflow.deadletter"
+REPLAN_TICKS = "gpuflow.replan.ticks"  # the scheduler's timer, per region (control)
 
 TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(NODE_INVENTORY, "NodeInventory", compacted=True, region_keyed=True),
@@ -76,6 +79,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(DECISIONS_ADVISORY, "NodeAdvisory", region_keyed=True),
     TopicSpec(FORECASTS_DEMAND, "DemandForecast"),
     TopicSpec(DEADLETTER, "DeadLetter"),
+    TopicSpec(REPLAN_TICKS, "ReplanTick", region_keyed=True, history=False),
 )
 
 _BY_EVENT = {t.event: t.name for t in TOPICS}

@@ -56,6 +56,7 @@ EVENT_NAMES: tuple[str, ...] = (
     "BandwidthQuota",
     "DemandForecast",
     "DeadLetter",
+    "ReplanTick",
 )
 
 _EMPTY = 0xC15D213AA4D7A795  # CRC-64-AVRO seed, from the Avro specification

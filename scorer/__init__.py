@@ -20,7 +20,7 @@ from scorer.errors import (
 from scorer.framework import CycleContext, FilterPlugin, Insufficient, ScorePlugin, Status
 from scorer.memory import MemoryNeed, memory_advice, memory_need, memory_need_mib, memory_refusal
 from scorer.placer import Placer
-from scorer.policies import PRESETS, make_placer
+from scorer.policies import PRESETS, PlacerPreset, make_placer, preset
 from scorer.registry import (
     DEFAULT_FILTERS,
     DEFAULT_SCORES,
@@ -59,6 +59,7 @@ __all__ = [
     "NodeSpec",
     "PlacementResult",
     "Placer",
+    "PlacerPreset",
     "RegionView",
     "ReservationError",
     "ScorePlugin",
@@ -79,6 +80,7 @@ __all__ = [
     "memory_need",
     "memory_need_mib",
     "memory_refusal",
+    "preset",
     "rank_regions",
     "register_filter",
     "register_score",

@@ -11,7 +11,11 @@ from typing import Any
 from scorer._catalog_data import ALIASES, COMPUTE_CAPABILITY, MODELS
 from scorer.errors import CatalogError
 
-__all__ = ["Catalog", "GpuModelSpec", "default_catalog", "load_catalog"]
+__all__ = ["OPAQUE_BASE", "Catalog", "GpuModelSpec", "default_catalog", "load_catalog"]
+
+# an unknown model taken as is gets the figures of the reference GPU (durations are measured
+# there), so it runs at reference speed until a catalogue file describes it
+OPAQUE_BASE = "V100-16"
 
 _TFLOPS_FIELD = {
     "FP32": "fp32_tflops",
@@ -106,6 +110,16 @@ class Catalog:
     @property
     def aliases(self) -> Mapping[str, str]:
         return dict(self._aliases)
+
+    def with_opaque(self, names: Iterable[str]) -> Catalog:
+        """A catalogue that also knows `names`, each with the figures of `OPAQUE_BASE`."""
+        base = self.get(OPAQUE_BASE) or GpuModelSpec(OPAQUE_BASE)
+        new = [
+            replace(base, name=n, vendor="unknown", architecture="opaque")
+            for n in names
+            if n not in self
+        ]
+        return self.merged(new, {}) if new else self
 
     def merged(self, models: Iterable[GpuModelSpec], aliases: Mapping[str, str]) -> Catalog:
         """A new catalogue with `models` added or replacing same-named ones."""

@@ -71,7 +71,10 @@ def placed_result(
     top = sorted(breakdown.items(), key=lambda kv: -kv[1])[:BREAKDOWN_TOP]
     return PlacementResult(
         placed=True,
-        assignments=tuple(Assignment(s.spec(slot).node_id, g, m) for slot, g, m in picks),
+        assignments=tuple(
+            Assignment(s.spec(slot).node_id, g, m, job.cpu_milli, job.memory_mib)
+            for slot, g, m in picks
+        ),
         region=s.region_name(int(s.region[first])),
         gpu_model=s.models[model],
         score=round(min(100.0, max(0.0, score)), 3),

@@ -17,6 +17,7 @@ from scorer.framework import (
     ScorePlugin,
 )
 from scorer.gang import GangPlan, pick_gpus, pick_share, plan_spread
+from scorer.hostonly import place_host_only
 from scorer.network.placement import region_plans
 from scorer.network.view import NetworkView
 from scorer.outcome import Pick, model_vectors, placed_result, refused_result
@@ -73,6 +74,8 @@ class Placer:
         silent retry of a queued job needs only "placed or not", and explaining costs more
         than deciding.
         """
+        if job.cpu_only:
+            return place_host_only(self.state, job, region)
         ctx, masks, refusals, candidates = self._filter(job, region)
         weights = self._weights(job)
         notes: list[str] = []  # why spread plans were refused

@@ -1,7 +1,8 @@
 """Placer presets: named placement policies in one framework, for baselines and trace replay.
 
 - `gpuflow`: every filter and the heterogeneity-aware scores (the default), communication
-  fit included: it judges spread and cross-region plans by their traffic over the links.
+  fit included (it judges spread and cross-region plans by their traffic over the links), the
+  speed-aware queue order and re-planning (migration to a better match, defragmentation).
 - `netblind`: `gpuflow` without the communication filter and score: topology by domain only,
   blind to links, their load and a job's pattern (what gpuflow did before it modelled links).
 - `first_fit` (alias `fifo`): every filter, then the first node in inventory order — blind to
@@ -27,7 +28,7 @@ from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES, build_score
 from scorer.state import ClusterState
 from scorer.throughput import ThroughputModel
 
-__all__ = ["PRESETS", "PlacerPreset", "make_placer"]
+__all__ = ["PRESETS", "PlacerPreset", "make_placer", "preset"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class PlacerPreset:
     filters: tuple[str, ...] = DEFAULT_FILTERS
     scores: tuple[str, ...] = DEFAULT_SCORES
     weights: Mapping[str, float] = field(default_factory=dict)
+    queue: str = "fifo"  # queue order within a priority band: fifo or speed_aware
+    replan: bool = False  # decide again: migrate running jobs to a better match
 
 
 _FIRST_FIT = PlacerPreset(scores=("first_fit",), weights={"first_fit": 1.0})
@@ -49,11 +52,13 @@ _GAVEL_LIKE = PlacerPreset(
 _NETBLIND = PlacerPreset(
     filters=tuple(f for f in DEFAULT_FILTERS if f != "communication"),
     scores=tuple(s for s in DEFAULT_SCORES if s != "communication"),
+    queue="speed_aware",
+    replan=True,
 )
 _FGD = PlacerPreset(scores=("fgd", "first_fit"), weights={"fgd": 100.0, "first_fit": 0.01})
 
 PRESETS: dict[str, PlacerPreset] = {
-    "gpuflow": PlacerPreset(),
+    "gpuflow": PlacerPreset(queue="speed_aware", replan=True),
     "netblind": _NETBLIND,
     "first_fit": _FIRST_FIT,
     "fifo": _FIRST_FIT,
@@ -64,6 +69,15 @@ PRESETS: dict[str, PlacerPreset] = {
 }
 
 
+def preset(name: str) -> PlacerPreset:
+    """The preset `name` (UnknownPluginError naming the known ones)."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        known = ", ".join(sorted(PRESETS))
+        raise UnknownPluginError(f"no placer preset {name!r} (known: {known})") from None
+
+
 def make_placer(
     name: str,
     state: ClusterState,
@@ -72,21 +86,16 @@ def make_placer(
     network: NetworkView | None = None,
     score_args: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Placer:
-    """A Placer configured by the preset `name` (`network`: links and placed flows);
-    `score_args` are constructor arguments of its score plugins by name (e.g.
-    {"porting": {"penalties": {"rocm": 10}}})."""
-    try:
-        preset = PRESETS[name]
-    except KeyError:
-        known = ", ".join(sorted(PRESETS))
-        raise UnknownPluginError(f"no placer preset {name!r} (known: {known})") from None
+    """A Placer configured by the preset `name`; `score_args` are constructor arguments of
+    its score plugins by name (e.g. {"porting": {"penalties": {"rocm": 10}}})."""
+    chosen = preset(name)
     args = score_args or {}
-    scores = [build_score(s, **args[s]) if s in args else s for s in preset.scores]
+    scores = [build_score(s, **args[s]) if s in args else s for s in chosen.scores]
     return Placer(
         state,
-        filters=preset.filters,
+        filters=chosen.filters,
         scores=scores,
-        weights=preset.weights,
+        weights=chosen.weights,
         throughput=throughput,
         network=network,
     )

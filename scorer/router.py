@@ -151,6 +151,12 @@ def rank_regions(
     throughput = throughput or ThroughputModel()
     porting_penalties = {**DEFAULT_PENALTIES, **porting_penalties}
     allowed = [r for r in views if not job.allowed_regions or r in job.allowed_regions]
+    if job.cpu_only:  # no GPU to value: the shortest queue, then data locality
+        ranked = [
+            (r, round((100 / (1 + views[r].queue_depth / 10) + _data_score(job, r, rtt_ms)) / 2, 3))
+            for r in allowed
+        ]
+        return sorted(ranked, key=lambda rs: (-rs[1], rs[0]))
     keep = {r: views[r].headroom_gpus if keep_headroom else 0 for r in allowed}
     options = {
         r: _option(job, views[r], throughput.catalog, throughput, porting_penalties, keep[r])

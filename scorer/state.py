@@ -17,9 +17,11 @@ from scorer.errors import ReservationError, UnknownNodeError
 from scorer.stacks import node_stack
 from scorer.types import Assignment, NodeSpec, RegionView
 
-__all__ = ["FULL_GPU", "ClusterState"]
+__all__ = ["FULL_GPU", "SHARE_THRESHOLDS", "ClusterState"]
 
 FULL_GPU = 1000  # milli-GPU of a whole GPU
+# free-share thresholds of the per-node fragmentation profile (multiples of 125 milli)
+SHARE_THRESHOLDS = np.arange(1, 9, dtype=np.int64) * 125
 DEFAULT_CARBON_G_PER_KWH = 400.0  # world-average grid intensity when a region sends no signal
 
 
@@ -77,6 +79,7 @@ class ClusterState:
         self._node_jobs: dict[str, set[str]] = {}
         self._region_slots: dict[int, np.ndarray] = {}
         self._all_slots: np.ndarray | None = None
+        self._versions = 0
         self.carbon = np.zeros(0)
         self.kwh_price = np.zeros(0)
         self.queue_depth: dict[str, int] = {}
@@ -94,6 +97,8 @@ class ClusterState:
         self.gpu_memory_mib = np.zeros(n, np.int64)
         self.cpu_milli = np.zeros(n, np.int64)
         self.memory_mib = np.zeros(n, np.int64)
+        self.free_cpu = np.zeros(n, np.int64)  # declared CPU minus what reservations hold
+        self.free_mem = np.zeros(n, np.int64)
         self.price = np.zeros(n)
         self.stack_family = np.zeros(n, np.int32)
         self.stack_version = np.zeros(n, np.int64)  # Stack.code; 0 = unknown
@@ -109,6 +114,11 @@ class ClusterState:
         self.healthy_count = np.zeros(n, np.int32)
         self.free_milli_total = np.zeros(n, np.int64)
         self.perf_mean = np.ones(n)
+        # per threshold T: free milli on healthy GPUs with less than T free, and GPUs with >= T
+        self.share_below = np.zeros((n, SHARE_THRESHOLDS.shape[0]), np.int64)
+        self.share_atleast = np.zeros((n, SHARE_THRESHOLDS.shape[0]), np.int32)
+        # bumped whenever a row's free capacity or health changes (caches key on it)
+        self.row_version = np.zeros(n, np.int64)
 
     def _grow(self, n: int, g: int) -> None:
         old = {
@@ -181,25 +191,35 @@ class ClusterState:
         self.perf[slot] = 1.0
 
     def _recount_free(self, node_id: str) -> None:
-        """Free milli of every GPU of a node = whole GPU minus what reservations hold."""
+        """Free milli of every GPU of a node (and its free host CPU and memory) = capacity
+        minus what reservations hold."""
         slot = self._slot_of[node_id]
         free = np.where(self.gpu_exists[slot], FULL_GPU, 0).astype(np.int32)
+        cpu, mem = int(self.cpu_milli[slot]), int(self.memory_mib[slot])
         g = free.shape[0]
         for job_id in self._node_jobs.get(node_id, ()):
             for a in self._held[job_id]:
                 if a.node_id == node_id:
                     idx = [i for i in a.gpu_indices if i < g]
                     free[idx] -= a.gpu_milli
+                    cpu, mem = cpu - a.cpu_milli, mem - a.memory_mib
         self.free_milli[slot] = np.maximum(free, 0)
+        self.free_cpu[slot], self.free_mem[slot] = max(cpu, 0), max(mem, 0)
         self._refresh(slot)
 
     def _refresh(self, slot: int) -> None:
+        self._versions += 1
+        self.row_version[slot] = self._versions
         ok = self.gpu_exists[slot] & self.gpu_ok[slot]
         free = self.free_milli[slot]
         whole = ok & (free == FULL_GPU)
         self.free_whole[slot] = int(whole.sum())
         self.healthy_count[slot] = int(ok.sum())
         self.free_milli_total[slot] = int(free[ok].sum())
+        usable = free[ok].astype(np.int64)
+        small = usable[None, :] < SHARE_THRESHOLDS[:, None]
+        self.share_below[slot] = (small * usable[None, :]).sum(axis=1)
+        self.share_atleast[slot] = (~small).sum(axis=1)
         self.max_share[slot] = int(free[ok].max()) if ok.any() else 0
         islands = self.island[slot][whole]
         self.island_free[slot] = int(np.bincount(islands).max()) if islands.size else 0
@@ -224,7 +244,9 @@ class ClusterState:
         self._refresh(slot)
 
     def set_node_healthy(self, node_id: str, healthy: bool) -> None:
-        self.node_ok[self._slot(node_id)] = bool(healthy)
+        slot = self._slot(node_id)
+        self.node_ok[slot] = bool(healthy)
+        self._refresh(slot)
 
     def set_perf_factor(self, node_id: str, factors: Sequence[float]) -> None:
         """Measured speed over nominal, per GPU (1.0 nominal, 0.7 = throttled 30 %)."""
@@ -265,28 +287,39 @@ class ClusterState:
         need = self._check(job_id, assignments)
         for (slot, gpu), milli in need.items():
             self.free_milli[slot, gpu] -= milli
+        for a in assignments:
+            slot = self._slot_of[a.node_id]
+            self.free_cpu[slot] -= a.cpu_milli if self.cpu_milli[slot] else 0
+            self.free_mem[slot] -= a.memory_mib if self.memory_mib[slot] else 0
         self._held[job_id] = assignments
         for a in assignments:
             self._node_jobs.setdefault(a.node_id, set()).add(job_id)
-        for slot in {slot for slot, _ in need}:
+        for slot in {self._slot_of[a.node_id] for a in assignments}:
             self._refresh(slot)
 
     def _check(
         self, job_id: str, assignments: tuple[Assignment, ...]
     ) -> dict[tuple[int, int], int]:
-        if not assignments:
+        if not assignments or not any(
+            a.gpu_indices or a.cpu_milli or a.memory_mib for a in assignments
+        ):
             raise ReservationError(f"job {job_id}: empty reservation")
         need: dict[tuple[int, int], int] = {}
+        host: dict[int, tuple[int, int]] = {}
         for a in assignments:
             slot = self._slot_of.get(a.node_id)
             if slot is None:
                 raise ReservationError(f"job {job_id}: unknown node {a.node_id}")
-            if not 0 < a.gpu_milli <= FULL_GPU or len(set(a.gpu_indices)) != len(a.gpu_indices):
+            bad_share = a.gpu_indices and not 0 < a.gpu_milli <= FULL_GPU
+            if bad_share or len(set(a.gpu_indices)) != len(a.gpu_indices):
                 raise ReservationError(f"job {job_id}: bad share or repeated GPU on {a.node_id}")
             for gpu in a.gpu_indices:
                 if not 0 <= gpu < self.gpu_count[slot]:
                     raise ReservationError(f"job {job_id}: no GPU {gpu} on {a.node_id}")
                 need[slot, gpu] = need.get((slot, gpu), 0) + a.gpu_milli
+            cpu, mem = host.get(slot, (0, 0))
+            host[slot] = (cpu + a.cpu_milli, mem + a.memory_mib)
+        self._check_host(job_id, host)
         for (slot, gpu), milli in need.items():
             if milli > self.free_milli[slot, gpu]:
                 node_id = self._specs[slot].node_id  # type: ignore[union-attr]
@@ -295,6 +328,21 @@ class ClusterState:
                     f"milli free, {milli} requested"
                 )
         return need
+
+    def _check_host(self, job_id: str, host: Mapping[int, tuple[int, int]]) -> None:
+        """Declared host CPU and memory are capacity too (undeclared: not held against)."""
+        for slot, (cpu, mem) in host.items():
+            node_id = self._specs[slot].node_id  # type: ignore[union-attr]
+            if self.cpu_milli[slot] and cpu > self.free_cpu[slot]:
+                raise ReservationError(
+                    f"job {job_id}: {node_id} has {self.free_cpu[slot]} cpu_milli free, {cpu} "
+                    "requested"
+                )
+            if self.memory_mib[slot] and mem > self.free_mem[slot]:
+                raise ReservationError(
+                    f"job {job_id}: {node_id} has {self.free_mem[slot]} memory_mib free, {mem} "
+                    "requested"
+                )
 
     def release(self, job_id: str) -> bool:
         """Give a job's GPUs back. Idempotent: False when nothing was held."""

@@ -98,6 +98,7 @@ class JobSpec:
     data_region: str | None = None
     priority: int = 0
     preemptible: bool = True
+    checkpointable: bool = True  # may be stopped and resumed from a checkpoint (migration)
     checkpoint_interval_s: int = 0
     deferrable_until_ts: int | None = None
     budget_usd: float | None = None
@@ -131,8 +132,12 @@ class JobSpec:
         _freeze(self, "kind", str(self.kind).upper())
         _freeze(self, "precision", str(self.precision).upper())
         _freeze(self, "deferrable_until_ts", _epoch_ms(self.deferrable_until_ts))
-        if self.gpu_count < 1:
-            raise InvalidSpecError(f"job {self.job_id}: gpu_count must be >= 1")
+        if self.gpu_count < 0:
+            raise InvalidSpecError(f"job {self.job_id}: gpu_count must be >= 0")
+        if self.gpu_count == 0 and self.cpu_milli <= 0 and self.memory_mib <= 0:
+            raise InvalidSpecError(
+                f"job {self.job_id}: a CPU-only job (gpu_count 0) needs cpu_milli or memory_mib"
+            )
         if not 0 < self.gpu_milli <= 1000:
             raise InvalidSpecError(f"job {self.job_id}: gpu_milli must be in 1..1000")
         if self.gpu_milli < 1000 and self.gpu_count != 1:
@@ -144,6 +149,11 @@ class JobSpec:
     def from_record(cls, record: Mapping[str, Any]) -> JobSpec:
         """From a decoded `JobSubmitted` (envelope fields are dropped)."""
         return _from_record(cls, record)
+
+    @property
+    def cpu_only(self) -> bool:
+        """Asks for no GPU: it uses host CPU and memory only."""
+        return self.gpu_count == 0
 
     @property
     def model_parallel(self) -> int:
@@ -188,11 +198,14 @@ class NodeSpec:
 
 @dataclass(frozen=True)
 class Assignment:
-    """GPUs of one node given to a job; `gpu_milli` is the share of each listed GPU."""
+    """GPUs of one node given to a job; `gpu_milli` is the share of each listed GPU. Host CPU
+    and memory the job holds on the node ride along (a CPU-only job lists no GPU)."""
 
     node_id: str
     gpu_indices: tuple[int, ...]
     gpu_milli: int = 1000
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
     def __post_init__(self) -> None:
         _freeze(self, "gpu_indices", tuple(int(g) for g in self.gpu_indices))

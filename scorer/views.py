@@ -32,7 +32,6 @@ def _views(state: ClusterState, slots: np.ndarray) -> dict[str, RegionView]:
     n_models = max(1, len(models))
     size = max(1, len(state.regions)) * n_models
     key = state.region[live].astype(np.int64) * n_models + state.model[live]
-    count = np.bincount(key, minlength=size)
     free = np.bincount(key, weights=state.free_whole[live], minlength=size)
     total = np.bincount(key, weights=state.gpu_count[live], minlength=size)
     # largest block: free counts are small integers, so count (key, free) pairs and take the
@@ -44,7 +43,7 @@ def _views(state: ClusterState, slots: np.ndarray) -> dict[str, RegionView]:
     price = np.full(size, np.inf)
     np.minimum.at(price, key, state.price[live])
     by_region: dict[int, dict[str, tuple[int, int, int, float]]] = {}
-    for k in np.flatnonzero(count):
+    for k in np.flatnonzero(total):  # CPU-only nodes (no GPUs) add no model
         r, m = divmod(int(k), n_models)
         by_region.setdefault(r, {})[models[m]] = (
             int(free[k]),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from typing import Any
@@ -28,16 +27,28 @@ from infra.topics import (
     JOBS_SUBMITTED,
     NODE_INVENTORY,
     NODE_TELEMETRY,
+    REPLAN_TICKS,
     TOPICS,
 )
 from schemas import make_codec
-from scorer import ClusterState, Placer, ThroughputModel, load_gavel_csv, make_placer
+from scorer import (
+    PRESETS,
+    Catalog,
+    ClusterState,
+    Placer,
+    ThroughputModel,
+    load_catalog,
+    load_gavel_csv,
+    make_placer,
+    preset,
+)
 from scorer.errors import GpuflowError, UnknownPluginError
 from scorer.network import NetworkView
 from streams.activity import register_activity_page
 from streams.bandwidth import BandwidthProcessor
 from streams.bandwidth_agents import register_bandwidth
 from streams.broker_watch import BrokerWatch
+from streams.clock import EventClock, WallClock
 from streams.consumer_state import consumer_state, forget_offsets
 from streams.deferral import ForecastBook, ForecastUse
 from streams.history_process import HistoryProcess
@@ -126,11 +137,12 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     partition_of = config.kafka.partitioner()
     tables = {
         name: region_table(app, name, config.kafka.partitions, partition_of)
-        for name in ("reservations", "queue", "nodes")
+        for name in ("reservations", "queue", "nodes", "moves")
     }
-    state = ClusterState()
+    state = ClusterState(_catalog(config))
     view = network_view(config.network)  # links: config, then LinkTelemetry
     policy = PolicyFile(config.worker.policy_file or None)  # a bad file stops the worker here
+    traits = preset(config.worker.policy) if config.worker.policy in PRESETS else None
     scheduler = Scheduler(
         state,
         _placer(config, state, view),
@@ -142,6 +154,10 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         view_ttl_s=config.worker.view_ttl_s,
         cross_region=config.network.cross_region_gangs,
         tenancy=policy.policy,
+        moves=tables["moves"],
+        replan=config.replan if traits is not None and traits.replan else None,
+        queue_order=traits.queue if traits is not None else "fifo",
+        clock=EventClock() if config.worker.clock == "event" else WallClock(),
         porting_penalties=config.worker.porting_penalties,
         horizon_s=config.worker.horizon_s,
     )
@@ -154,12 +170,6 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     rt = Runtime(config, codec, scheduler)
     rt.topics = topics
     rt.policy = policy
-    # the scheduler's timer reaches the scheduler as an event of each owned partition, so what
-    # it writes lands in that partition's changelogs (Faust tables refuse writes from a timer)
-    ticks = app.topic(
-        f"{config.worker.app_id}-scheduler-ticks", partitions=config.kafka.partitions,
-        internal=True, **raw,  # type: ignore[arg-type]
-    )  # fmt: skip
     rt.ownership = Ownership(partition_of, app.assignor.assigned_actives)
     rt.remote = remote
 
@@ -176,7 +186,6 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         partition_of=config.kafka.partitioner(),
     )
     register_bandwidth(app, rt, topics, bandwidth)
-    _register_ticks(app, rt, ticks)
     _register_timers(app, rt)
     _watch_broker(app, rt)
     _register_pages(app, rt)
@@ -237,6 +246,22 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                 await rt.ensure_ready()
                 produced_ms = int((event.message.timestamp or time.time()) * 1000)  # written at
                 await rt.send_all(rt.scheduler.on_job_event(record, produced_ms=produced_ms))
+            rt.job_events += 1  # handled (or faulted and dead-lettered): the lockstep counts it
+
+    @app.agent(topics[REPLAN_TICKS], name="gpuflow.replan")
+    async def replan(stream: Any) -> None:
+        async for event in stream.events():
+            async with rt.guard(event, "replan"):
+                record = await rt.decode(event, "ReplanTick", "replan")
+                if record is None:
+                    continue
+                await rt.ensure_ready()
+                ts, regions = _ms(record["ts"]), [record["region"]]
+                stale = 3000 * rt.config.worker.replan_interval_s
+                if rt.config.worker.clock == "wall" and time.time() * 1000 - ts > stale:
+                    continue  # replayed after a restart: a fresh tick follows
+                await rt.send_all(rt.scheduler.on_tick(ts, regions))
+            rt.ticks += 1
 
     @app.agent(topics[NODE_INVENTORY], name="gpuflow.inventory")
     async def inventory(stream: Any) -> None:
@@ -268,37 +293,6 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                     rt.fleet.on_grid(record)
 
 
-def _register_ticks(app: faust.App, rt: Runtime, ticks: Any) -> None:
-    interval_ms = rt.config.worker.replan_interval_s * 1000
-
-    @app.agent(ticks, name="gpuflow.ticks")
-    async def tick(stream: Any) -> None:
-        async for event in stream.events():
-            sent = int(json.loads(event.message.value)["ts"])
-            now = int(time.time() * 1000)
-            if now - sent > 3 * interval_ms:
-                continue  # replayed after a restart: a fresh tick follows
-            await rt.ensure_ready()
-            regions = rt.regions_of(event.message.partition)
-            await rt.send_all(rt.scheduler.on_tick(now, regions))
-
-    @app.timer(rt.config.worker.replan_interval_s)
-    async def replan() -> None:
-        """One tick per partition this worker owns; a changed policy file takes effect."""
-        if not rt._ready.is_set():
-            return
-        rt.reload_policy()
-        with contextlib.suppress(ConsumerNotStarted):
-            owned = {
-                tp.partition
-                for tp in app.consumer.assignment()
-                if tp.topic == ticks.get_topic_name()
-            }
-            body = json.dumps({"ts": int(time.time() * 1000)}).encode()
-            for partition in sorted(owned):
-                await ticks.send(key=b"tick", value=body, partition=partition)
-
-
 def _placer(config: Config, state: ClusterState, network: NetworkView) -> Placer:
     """The configured placer preset over this worker's state."""
     penalties = config.worker.porting_penalties
@@ -307,7 +301,7 @@ def _placer(config: Config, state: ClusterState, network: NetworkView) -> Placer
         return make_placer(
             config.worker.policy,
             state,
-            throughput=_throughput(config),
+            throughput=_throughput(config, state.catalog),
             network=network,
             score_args=score_args,
         )
@@ -315,13 +309,23 @@ def _placer(config: Config, state: ClusterState, network: NetworkView) -> Placer
         raise ConfigError(f"worker.policy: {exc}") from exc
 
 
-def _throughput(config: Config) -> ThroughputModel | None:
+def _catalog(config: Config) -> Catalog | None:
+    """The built-in catalogue, or it with a catalogue file's models added or overridden."""
+    if not config.worker.catalog_file:
+        return None
+    try:
+        return load_catalog(config.worker.catalog_file)
+    except GpuflowError as exc:
+        raise ConfigError(f"worker.catalog_file: {exc}") from exc
+
+
+def _throughput(config: Config, catalog: Catalog | None = None) -> ThroughputModel | None:
     """Measured speeds when configured; the scorer falls back to its roofline estimate."""
     path = config.worker.throughput_csv
     if not path:
         return None
     try:
-        return load_gavel_csv(path)
+        return load_gavel_csv(path, catalog)
     except (OSError, GpuflowError) as exc:
         raise ConfigError(f"worker.throughput_csv: {exc}") from exc
 
@@ -355,8 +359,14 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
                     r: {"free_gpus": dict(v.free_gpus), "total_gpus": dict(v.total_gpus)}
                     for r, v in views.items()
                 },
-                "held_jobs": sum(1 for j in rt.scheduler.state.jobs if not j.startswith(HOLD)),
+                "held_jobs": sum(1 for j in rt.scheduler.state.jobs if not j.startswith(HOLD))
+                - len(rt.scheduler.moves_in_flight()),
                 "queued_jobs": len(rt.scheduler.queue),
+                "moves_in_flight": len(rt.scheduler.moves_in_flight()),
+                "sent": dict(rt.sent),
+                "job_events": rt.job_events,
+                "ticks": rt.ticks,
+                "clock_ms": rt.scheduler.clock.now(),
                 "final_decisions": len(rt.scheduler.final),
                 "stale_nodes": sorted(rt.fleet.stale),
             }
@@ -429,8 +439,23 @@ def _register_timers(app: faust.App, rt: Runtime) -> None:
         with contextlib.suppress(ConsumerNotStarted):  # before the first assignment
             rt.stalls.observe(consumer_state(app)["partitions"])
 
+    @app.timer(rt.config.worker.replan_interval_s)
+    async def replan_timer() -> None:
+        """The timer runs as a tick per region this worker holds, through the region's
+        partition, so its table writes land where the region's events do."""
+        if not rt._ready.is_set():
+            return
+        rt.reload_policy()  # a changed policy file takes effect
+        if rt.config.worker.clock == "wall":
+            await rt.send_all(rt.scheduler.ticks(int(time.time() * 1000)))
+
     @app.timer(rt.config.worker.summary_interval_s)
     async def summarise() -> None:
         if rt._ready.is_set():
             await rt.send_all(rt.fleet.mark_stale())
             await rt.send_all(rt.fleet.summaries())
+
+
+def _ms(value: Any) -> int:
+    """Avro timestamp-millis may arrive decoded as a datetime."""
+    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)

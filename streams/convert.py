@@ -33,14 +33,26 @@ def node_spec(record: Mapping[str, Any]) -> NodeSpec:
 
 def assignment_records(assignments: tuple[Assignment, ...]) -> list[dict[str, Any]]:
     return [
-        {"node_id": a.node_id, "gpu_indices": list(a.gpu_indices), "gpu_milli": a.gpu_milli}
+        {
+            "node_id": a.node_id,
+            "gpu_indices": list(a.gpu_indices),
+            "gpu_milli": a.gpu_milli,
+            "cpu_milli": a.cpu_milli,
+            "memory_mib": a.memory_mib,
+        }
         for a in assignments
     ]
 
 
 def parse_assignments(records: Any) -> tuple[Assignment, ...]:
     return tuple(
-        Assignment(r["node_id"], tuple(r["gpu_indices"]), int(r.get("gpu_milli", 1000)))
+        Assignment(
+            r["node_id"],
+            tuple(r["gpu_indices"]),
+            int(r.get("gpu_milli", 1000)),
+            int(r.get("cpu_milli") or 0),
+            int(r.get("memory_mib") or 0),
+        )
         for r in records or ()
     )
 

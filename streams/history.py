@@ -72,7 +72,7 @@ class HistorySink:
     ) -> None:
         self.config = config
         self.group_id = group_id or f"{config.worker.app_id}-history"
-        self.topics = list(topics or [t.name for t in TOPICS])
+        self.topics = list(topics or [t.name for t in TOPICS if t.history])
         self._store = store
         self._owns_store = store is None
         self._codec = make_codec(config.kafka.schema_registry_url or None)

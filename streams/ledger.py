@@ -5,6 +5,9 @@ each job's last final decision (PLACED or REJECTED; the highest epoch: an evicte
 again at epoch + 1), and `gpuflow.jobs.events` for which placement epochs ended. A crash between
 "decision produced" and "table updated" (or the other way round) is then healed by
 `Scheduler.rebuild`, so a replay after a crash neither decides a job twice nor loses one.
+Migrations are read the same way (`gpuflow.decisions.migration`, and the executor's MIGRATED
+reports on `gpuflow.jobs.events`), so a moved job comes back on the GPUs it moved to and a
+move still in flight keeps its hold.
 """
 
 from __future__ import annotations
@@ -18,10 +21,17 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from infra.config import KafkaConfig
 from infra.kafka import consumer
-from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, TOPICS
+from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, TOPICS
 from schemas import Codec, DecodeError
 
-__all__ = ["overbooked", "read_ended_jobs", "read_final_decisions", "read_routed_attempts"]
+__all__ = [
+    "overbooked",
+    "read_ended_jobs",
+    "read_final_decisions",
+    "read_job_log",
+    "read_migrations",
+    "read_routed_attempts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -153,4 +163,35 @@ def read_routed_attempts(
         job_id, attempt = r["job"]["job_id"], int(r["attempt"])
         if attempt > out.get(job_id, 0):
             out[job_id] = attempt
+    return out
+
+
+def read_job_log(
+    kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
+) -> tuple[dict[str, dict[int, tuple[str, int]]], dict[str, list[dict[str, Any]]]]:
+    """One pass over the job-event log: the placements that ended (as `read_ended_jobs`), and
+    each job's MIGRATED reports in log order."""
+    ended: dict[str, dict[int, tuple[str, int]]] = {}
+    migrated: dict[str, list[dict[str, Any]]] = {}
+    for r, written in _read_topic(kafka, codec, topic, timeout_s):
+        if r.get("type") in _ENDED:
+            ends = ended.setdefault(r["job_id"], {})
+            epoch = int(r.get("epoch") or 0)
+            if written >= ends.get(epoch, ("", -1))[1]:
+                ends[epoch] = (r["type"], written)
+        elif r.get("type") == "MIGRATED":
+            migrated.setdefault(r["job_id"], []).append(r)
+    return ended, migrated
+
+
+def read_migrations(
+    kafka: KafkaConfig, codec: Codec, *, topic: str = DECISIONS_MIGRATION, timeout_s: float = 60.0
+) -> dict[str, list[dict[str, Any]]]:
+    """job_id -> its MigrationDecisions in log order (duplicates from redelivery dropped)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    seen: set[str] = set()
+    for r, _ in _read_topic(kafka, codec, topic, timeout_s):
+        if r["event_id"] not in seen:
+            seen.add(r["event_id"])
+            out.setdefault(r["job_id"], []).append(r)
     return out

@@ -53,7 +53,7 @@ def on_job_event(
     out = end_placement(s, job_id, entry, event if kind == "EVICTED" else None)
     # on the region's own event, so the deletes land in its changelog partition
     s.released.forget(entry["region"], s.reservations)
-    return out + s.retry_queue(entry["region"])
+    return out + s.after_release([entry["region"]])
 
 
 def end_placement(

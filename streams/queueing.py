@@ -138,7 +138,8 @@ def _try(
         if not result.placed:
             s.tenancy.wait(job_id, BACKFILL, _delays(s, hold))
             return [], BACKFILL
-    placed = s.commit({**routed, "_retry": True}, result, time.perf_counter_ns())
+    note = s.queue_why.pop(job_id, "")  # why the queue order tried it now (speed-aware)
+    placed = s.commit({**routed, "_retry": True}, result, time.perf_counter_ns(), note=note)
     return ([placed] if placed is not None else []), ""
 
 

@@ -21,7 +21,12 @@ from streams.activity import Activity
 from streams.admission import VERIFIED_TENANT, Admission
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
-from streams.ledger import read_ended_jobs, read_final_decisions, read_routed_attempts
+from streams.ledger import (
+    read_final_decisions,
+    read_job_log,
+    read_migrations,
+    read_routed_attempts,
+)
 from streams.metrics import Metrics
 from streams.metrics_page import note_sent
 from streams.outbox import Outgoing
@@ -55,6 +60,9 @@ class Runtime:
         self._inventory_targets: dict[int, int] = {}
         self.inventory_seen: dict[int, int] = {}
         self.dirty = False
+        self.sent: dict[str, int] = {}  # messages sent per topic (the replay's lockstep reads it)
+        self.job_events = 0  # job events the lifecycle agent has finished handling
+        self.ticks = 0  # timer ticks handled
         self.holding_state = False  # the broker lost its log: never rebuild from it
         self.metrics = Metrics()
         self.dependencies: dict[str, dict[str, Any]] = {}  # name -> its last status
@@ -114,13 +122,16 @@ class Runtime:
         logged = await loop.run_in_executor(
             None, read_final_decisions, self.config.kafka, self.codec
         )
-        ended = await loop.run_in_executor(None, read_ended_jobs, self.config.kafka, self.codec)
+        ended, migrated = await loop.run_in_executor(
+            None, read_job_log, self.config.kafka, self.codec
+        )
+        moves = await loop.run_in_executor(None, read_migrations, self.config.kafka, self.codec)
         routed = await loop.run_in_executor(
             None, read_routed_attempts, self.config.kafka, self.codec
         )
         owned = self.ownership.partitions() if self.ownership is not None else None
         self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends, owned)
-        self.scheduler.rebuild(logged, ended, self._owns(owned))
+        self.scheduler.rebuild(logged, ended, self._owns(owned), moves=moves, migrated=migrated)
         self.fleet.protection.restore()
         self.scheduler.note_routed(routed)
         METRICS.rebalances.inc()
@@ -202,6 +213,7 @@ class Runtime:
             await self.topics[msg.topic].send(
                 key=msg.key.encode(), value=value, partition=msg.partition
             )
+            self.sent[msg.topic] = self.sent.get(msg.topic, 0) + 1
             note_sent(msg)
             self.recent.add(msg)
 

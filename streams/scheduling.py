@@ -4,11 +4,14 @@ Policy lives in `scorer/` (what to decide); this module is the mechanism (reserv
 emit, retry). Every method takes a decoded record and returns the messages to send, so the
 Faust agents stay thin and unit tests run this against plain dicts.
 
-Durable state is three changelog-backed tables, written only from region-partitioned events
+Durable state is four changelog-backed tables, written only from region-partitioned events
 so each entry lands in its region's changelog partition:
-  reservations: job_id -> {region, assignments, gpu_model, released, epoch, routed, tenancy}
+  reservations: job_id -> {region, assignments, gpu_model, released, epoch, routed, tenancy,
+                flows, and for re-planning: started_ms, speed, done_s, restore_s, moves,
+                last_move_ms}
   queue:        job_id -> RoutedJob record waiting for capacity (+ epoch, prio, preempting)
   nodes:        node_id -> latest NodeInventory record
+  moves:        job_id -> a migration in flight (`streams.replanning`)
 Idempotence: a job's placement is decided once per *epoch*; epoch 0 is its first placement and
 every eviction requeues it at epoch + 1 (decision ids `job_id:final[:epoch]`, executors echo the
 epoch on their JobEvents). The set of decided jobs and their epochs is rebuilt at start from
@@ -16,6 +19,10 @@ the decision log itself (`streams.ledger`). Tenancy (quotas, fair order, preempt
 hooks in through `streams.tenancy`, `streams.preemption` and `streams.queueing`.
 Memory is bounded by live jobs plus `horizon_s` (`streams.horizon`): decided jobs and released
 reservations older than that are forgotten, jobs holding GPUs never.
+
+Time is `clock`: the wall clock in a live worker, event time in a replay (`streams.clock`).
+Re-planning (the speed-aware queue order, migration to a better match) runs when the policy
+asks for it: after every release and on the timer (`on_tick`).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from infra.jobspec import job_problems
-from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, RegionPartitioner
+from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, REPLAN_TICKS, RegionPartitioner
 from scorer import (
     ClusterState,
     JobSpec,
@@ -39,16 +46,20 @@ from scorer import (
     rank_regions,
 )
 from scorer.network import job_flows
+from scorer.replan import ReplanConfig
 from scorer.tenancy import TenancyPolicy
 from streams.bandwidth import flow_records, flows_from_records
+from streams.clock import Clock, as_clock
 from streams.convert import decision_record, job_spec, node_spec, parse_assignments
 from streams.fairness import WithinOrder
 from streams.horizon import DecidedJobs, ReleasedLog
 from streams.lifecycle import force_evict, on_job_event
-from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
+from streams.outbox import Outgoing, new_event_id, outgoing
 from streams.preemption import Preemptions
 from streams.queueing import respect_reservation, retry_region
 from streams.recovery import rebuild_tables
+from streams.replanning import Replanner
+from streams.speed_order import ORDERS, done_s, order_waiting
 from streams.tenancy import CAPACITY, QUOTA, Tenancy
 from streams.waiting import CAPACITY_TEXT, annotate, enqueue, final_id, queued_decision
 
@@ -85,7 +96,10 @@ class Scheduler:
         cross_region: bool = False,
         tenancy: TenancyPolicy | None = None,
         within_tenant_order: WithinOrder | None = None,
-        clock: Callable[[], int] | None = None,
+        clock: Clock | Callable[[], int] | None = None,
+        moves: MutableMapping[str, Any] | None = None,
+        replan: ReplanConfig | None = None,
+        queue_order: str = "fifo",
         porting_penalties: Mapping[str, float] | None = None,
         horizon_s: float = 600.0,
     ) -> None:
@@ -109,9 +123,17 @@ class Scheduler:
         # a reservation lives in its anchor region's changelog); placed flows go to the view
         self.cross_region = cross_region
         self.network = placer.network
-        self.clock: Callable[[], int] = clock or now_ms  # event time in replays
-        self.tenancy = Tenancy(state, tenancy, within_tenant_order)
+        self.clock: Clock = as_clock(clock)  # event time in replays
+        if queue_order not in ORDERS:
+            raise ValueError(f"queue_order must be one of {ORDERS}, not {queue_order!r}")
+        self.queue_order = queue_order
+        self.queue_why: dict[str, str] = {}  # job -> why the queue order tries it now
+        speed = self._speed_order if queue_order == "speed_aware" else None
+        self.tenancy = Tenancy(state, tenancy, within_tenant_order or speed)
         self.preemption = Preemptions(self)
+        self.replan = replan or ReplanConfig(enabled=False)
+        self.moves = moves if moves is not None else {}
+        self.replanner = Replanner(self, self.moves, self.replan) if self.replan.enabled else None
         # forecast headroom and green deferral (streams.deferral.ForecastUse); None: off
         self.forecasts: ForecastUse | None = None
 
@@ -122,6 +144,9 @@ class Scheduler:
         logged: Mapping[str, Mapping[str, Any]],
         ended: Mapping[str, Mapping[int, Any]] | Mapping[str, int] | Collection[str] = (),
         owns: Callable[[str], bool] = lambda region: True,
+        *,
+        moves: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        migrated: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision and job-event logs.
 
@@ -135,6 +160,8 @@ class Scheduler:
         self.forget_unowned(owns)
         rebuild_tables(self, logged, _epoch_ends(ended), owns)
         self.preemption.restore()
+        if self.replanner is not None:
+            self.replanner.rebuild(moves or {}, migrated or {}, set(ended))  # keys: the ended
         if self.network is not None:  # placed flows, from the reservations still held
             self.network.clear()
             for job_id, entry in self.reservations.items():
@@ -210,6 +237,7 @@ class Scheduler:
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
         job_id = job["job_id"]
+        self.clock.observe(int(job["ts"]))
         if job_id in self.final or job_id in self.routed_attempts:  # decided, or on its way
             return []
         submitted_ts = int(job["ts"])
@@ -329,6 +357,7 @@ class Scheduler:
         """Regional choice for a RoutedJob; spill over, preempt, queue or reject when refused."""
         job = routed["job"]
         job_id, region = job["job_id"], routed["region"]
+        self.clock.observe(int(routed.get("ts") or 0))
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
         if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
@@ -451,11 +480,19 @@ class Scheduler:
             "tenancy": run.to_entry(),
             "flows": self._placed_flows(spec, result),
             "placed_ts": record["ts"],
+            "started_ms": int(record["ts"]),
+            "speed": float(record.get("expected_throughput") or 0.0),
+            "done_s": done_s(routed),
+            "restore_s": 0.0,
         }
         self.queue.pop(job_id, None)
+        self.queue_why.pop(job_id, None)
         self.final.add(job_id)
         self.epochs[job_id] = epoch
         self.tenancy.done_waiting(job_id)
+        if self.replanner is not None:
+            self.replanner.started(job_id, record["region"])
+            self.replanner.drop_room(job_id)
         return outgoing(
             DECISIONS_PLACEMENT,
             job_id,
@@ -581,7 +618,58 @@ class Scheduler:
         written before this placement was decided (a finish before a start, a stale or
         replayed event) is not about this placement and frees nothing.
         """
+        kind = event["type"]
+        self.clock.observe(int(event.get("ts") or 0))
+        if kind == "MIGRATED":
+            if self.replanner is None:
+                return []
+            return self.after_release(self.replanner.on_migrated(event))
+        if self.replanner is not None and kind in ("FINISHED", "FAILED", "EVICTED"):
+            self.replanner.forget(event["job_id"])
         return on_job_event(self, event, produced_ms=produced_ms)
+
+    def after_release(self, regions: Sequence[str]) -> list[Outgoing]:
+        """Capacity came back: waiting jobs first, then running jobs that a faster GPU suits."""
+        out: list[Outgoing] = []
+        for region in regions:
+            out.extend(self._replan(region))
+        return out
+
+    def _replan(self, region: str) -> list[Outgoing]:
+        """Waiting jobs first (a gang whose node was just freed for it before all), then
+        running jobs a faster free GPU suits, then defragmentation for waiting gangs."""
+        out: list[Outgoing] = []
+        if self.replanner is not None:
+            for gang in self.replanner.room_ready(region):
+                routed = self.queue.get(gang)
+                if routed is not None:
+                    note = "defragmentation freed a node for this gang"
+                    out.extend(self.place_waiting(routed, note=note))
+                else:  # a running gang spread over nodes: consolidate it on the freed node
+                    out.extend(self.replanner.better_match(region, only={gang}))
+        out.extend(self.retry_queue(region))
+        if self.replanner is not None:
+            out.extend(self.replanner.better_match(region))
+            out.extend(self.replanner.defragment(region))
+        return out
+
+    def _speed_order(self, waiting: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """Within a tenant: priority bands, then the job that gains most from the free GPUs
+        (with aging, `streams.speed_order`); the reason rides on the job's placement."""
+        if not waiting:
+            return []
+        ordered = order_waiting(
+            waiting,
+            order="speed_aware",
+            state=self.state,
+            region=str(waiting[0]["region"]),
+            throughput=self.placer.throughput,
+            now_ms=self.clock.now(),
+            aging=self.replan.aging,
+        )
+        for routed, ranked in ordered:
+            self.queue_why[routed["job"]["job_id"]] = ranked.explain
+        return [routed for routed, _ in ordered]
 
     def force_evict(self, job_id: str, epoch: int) -> list[Outgoing]:
         """The grace period is over: count the victim's GPUs as free and requeue it."""
@@ -596,18 +684,44 @@ class Scheduler:
     def on_tick(self, now_ms: int, regions: Collection[str] | None = None) -> list[Outgoing]:
         """The scheduler's timer (worker: every `worker.replan_interval_s`, per owned partition;
         replay: `tick_s`): grace periods that ended, every queue retried, then a few waiting
-        jobs look for victims (priority preemption, quota reclaim). Re-planning hooks in here."""
+        jobs look for victims (priority preemption, quota reclaim); re-planning drops holds of
+        moves not confirmed in time and looks for running jobs a faster free GPU suits."""
+        self.clock.observe(now_ms)
         out = self.preemption.expire(now_ms, regions)
-        queued = sorted({r["region"] for r in self.queue.values()})
-        for region in queued:
-            if regions is None or region in regions:
-                out.extend(self.retry_queue(region))
-                out.extend(self.preemption.sweep(region))
+        active = {r["region"] for r in self.queue.values()}
+        if self.replanner is not None:
+            active |= set(self.replanner.expire())
+            active |= self.replanner.regions()
+        if regions is not None:
+            active &= set(regions)
+        for region in sorted(active):
+            out.extend(self._replan(region))
+            out.extend(self.preemption.sweep(region))
         held = self.state.jobs
         self.final.prune(keep=lambda job_id: job_id in held)
         keep = (self.final, self.queue, self.reservations)
         self.epochs = {j: e for j, e in self.epochs.items() if any(j in t for t in keep)}
+        self.queue_why = {j: w for j, w in self.queue_why.items() if j in self.queue}
         return out
+
+    def ticks(self, now_ms: int) -> list[Outgoing]:
+        """The worker's timer as one ReplanTick per region it holds (`on_tick` runs when each
+        comes back through the region's partition, so its table writes land there)."""
+        return [
+            outgoing(
+                REPLAN_TICKS,
+                region,
+                {"event_id": new_event_id(), "ts": now_ms, "region": region},
+                region=region,
+                partition_of=self.partition_of,
+            )
+            for region in self.state.regions
+            if self.state.slots(region).size
+        ]
+
+    def moves_in_flight(self) -> list[str]:
+        """Jobs with a migration committed and not yet confirmed (their targets are held)."""
+        return [j for j, m in self.moves.items() if m.get("status") == "pending"]
 
     # -- network ------------------------------------------------------------------------------
 

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from faust.web import Request, Response, View
 
 from infra.store import Store, StoreError
 
-__all__ = ["SQL_PATH", "register_sql_page", "register_sql_proxy", "run_request"]
+__all__ = [
+    "SQL_PATH",
+    "TICK_PATH",
+    "register_sql_page",
+    "register_sql_proxy",
+    "register_tick_page",
+    "run_request",
+]
+
+TICK_PATH = "/tick/"
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +82,17 @@ def register_sql_proxy(app: Any, url: str) -> None:
             except httpx.HTTPError as exc:
                 return self.json({"error": f"history store not reachable: {exc}"}, status=503)
             return self.json(answer.json(), status=answer.status_code)
+
+
+def register_tick_page(app: Any, tick: Callable[[int], Awaitable[dict[str, Any]]]) -> None:
+    """Add POST /tick/ {"ts": ms}: the scheduler's timer on demand, for a worker on event time
+    (a replay drives it in lockstep instead of the wall-clock timer)."""
+
+    @app.page(TICK_PATH)
+    class TickPage(View):
+        async def post(self, request: Request) -> Response:
+            try:
+                ts = int((await request.json())["ts"])
+            except (ValueError, KeyError, TypeError):
+                return self.json({"error": 'body must be {"ts": <ms>}'}, status=400)
+            return self.json(await tick(ts))

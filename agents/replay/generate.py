@@ -163,6 +163,7 @@ NODE_HEADER = (
     "cpu_milli",
     "memory_mib",
     "price_per_gpu_hour",
+    "interconnect",
 )
 JOB_HEADER = (
     "job_id",
@@ -177,11 +178,14 @@ JOB_HEADER = (
     "tenant",
     "cpu_milli",
     "memory_mib",
+    "kind",
+    "tensor_parallel",
+    "checkpointable",
+    "checkpoint_interval_s",
 )
 COMM_HEADER = (  # written when a job has a communication shape (docs/traces.md)
     "params_b",
     "precision",
-    "tensor_parallel",
     "pipeline_parallel",
     "grad_accum_steps",
     "micro_batch",
@@ -203,7 +207,7 @@ def write_nodes(path: str | Path, nodes: Sequence[TraceNode]) -> None:
         NODE_HEADER,
         (
             (n.node_id, n.region, n.zone, n.rack, n.gpu_model, n.gpu_count, n.cpu_milli,
-             n.memory_mib, n.price_per_gpu_hour)
+             n.memory_mib, n.price_per_gpu_hour, n.interconnect)
             for n in nodes
         ),
     )  # fmt: skip
@@ -217,7 +221,8 @@ def write_jobs(path: str | Path, jobs: Sequence[TraceJob]) -> None:
         (
             (j.job_id, f"{j.submit_s:g}", j.num_gpus, f"{j.duration_s:g}", j.gpu_milli,
              "|".join(j.gpu_models), j.job_type, j.reference_model or "", j.priority, j.tenant,
-             j.cpu_milli, j.memory_mib)
+             j.cpu_milli, j.memory_mib, j.kind, j.tensor_parallel, int(j.checkpointable),
+             j.checkpoint_interval_s)
             + (tuple(getattr(j, c) for c in COMM_HEADER) if comm else ())
             for j in jobs
         ),

@@ -7,17 +7,19 @@ JobSubmitted / NodeInventory records both engines feed the scheduler.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from agents.replay.csvio import Row, positive, read_rows, to_bool, to_float, to_int, to_list
 from agents.replay.errors import TraceError
 from scorer import Catalog, ThroughputModel, default_catalog
+from scorer.catalog import OPAQUE_BASE
 from scorer.network import Link
 from scorer.types import KINDS, PRECISIONS
 
 __all__ = [
+    "ModelResolver",
     "Trace",
     "TraceJob",
     "TraceNode",
@@ -50,6 +52,10 @@ class TraceNode:
     interconnect: str = "pcie"
     gpu_memory_mib: int = 16384
 
+    @property
+    def cpu_only(self) -> bool:
+        return self.gpu_count == 0
+
 
 @dataclass(frozen=True)
 class TraceJob:
@@ -80,6 +86,16 @@ class TraceJob:
     seq_len: int = 0
     cross_region_ok: bool = False
     priority_class: str | None = None  # tenancy: a named class (docs/tenancy.md)
+    checkpointable: bool = True  # False: never migrated (a move would lose all its work)
+
+    @property
+    def cpu_only(self) -> bool:
+        return self.num_gpus == 0
+
+    @property
+    def gpu_demand(self) -> float:
+        """GPUs asked for (a share counts its fraction)."""
+        return self.num_gpus * self.gpu_milli / 1000
 
 
 @dataclass(frozen=True)
@@ -88,41 +104,73 @@ class Trace:
     jobs: tuple[TraceJob, ...]  # sorted by submit time, then file order
     throughput: ThroughputModel | None = None
     links: tuple[Link, ...] = ()  # inter-region links (links.csv), for the network model
+    catalog: Catalog = field(default_factory=default_catalog)  # with the trace's opaque models
+    warnings: tuple[str, ...] = ()  # one line per GPU model taken as opaque
 
     @property
     def total_gpus(self) -> int:
         return sum(n.gpu_count for n in self.nodes)
 
+    def throughput_model(self) -> ThroughputModel:
+        """The trace's speeds over its own catalogue (measured table, else roofline)."""
+        if self.throughput is None:
+            return ThroughputModel(self.catalog)
+        if self.throughput.catalog is self.catalog:
+            return self.throughput
+        return self.throughput.with_catalog(self.catalog)
 
-def _model(row: Row, name: str, catalog: Catalog) -> str:
-    raw = row.get(name)
-    spec = catalog.get(raw)
-    if spec is None:
-        known = ", ".join(catalog.names)
-        raise row.error(name, f"unknown GPU model {raw!r} (known: {known})")
-    return spec.name
+
+class ModelResolver:
+    """GPU model names through the catalogue; an unknown one is taken as an opaque model (the
+    figures of `scorer.catalog.OPAQUE_BASE`) with one warning naming it."""
+
+    def __init__(self, catalog: Catalog | None = None) -> None:
+        self.catalog = catalog or default_catalog()
+        self._opaque: dict[str, str] = {}  # name -> where it was first seen
+
+    def __call__(self, row: Row, column: str, raw: str) -> str:
+        spec = self.catalog.get(raw)
+        if spec is not None:
+            return spec.name
+        if not raw:
+            raise row.error(column, "is required and empty")
+        self._opaque.setdefault(raw, f"{row.path}:{row.line}")
+        self.catalog = self.catalog.with_opaque([raw])
+        return raw
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(
+            f"{where}: GPU model {name!r} is not in the catalogue; taken as an opaque model "
+            f"with the figures of {OPAQUE_BASE} (describe it with --catalog FILE)"
+            for name, where in self._opaque.items()
+        )
 
 
-def _node(row: Row, catalog: Catalog) -> TraceNode:
+def _node(row: Row, models: ModelResolver) -> TraceNode:
     for col in ("node_id", "region"):
         if not row.get(col):
             raise row.error(col, "is required and empty")
-    model = _model(row, "gpu_model", catalog)
-    spec = catalog[model]
+    count = row.required("gpu_count", positive(to_int, strict=False))
+    if count == 0:  # a CPU-only node: no accelerator, whatever the model column says
+        model, memory, interconnect, price = "", 0, "none", 0.0
+    else:
+        model = models(row, "gpu_model", row.get("gpu_model"))
+        spec = models.catalog[model]
+        memory, interconnect = spec.memory_mib, spec.interconnect
+        price = spec.price_per_gpu_hour
     return TraceNode(
         node_id=row.get("node_id"),
         region=row.get("region"),
         gpu_model=model,
-        gpu_count=row.required("gpu_count", positive(to_int)),
+        gpu_count=count,
         zone=row.get("zone"),
         rack=row.get("rack"),
         cpu_milli=row.parse("cpu_milli", positive(to_int, strict=False), 0),
         memory_mib=row.parse("memory_mib", positive(to_int, strict=False), 0),
-        price_per_gpu_hour=row.parse(
-            "price_per_gpu_hour", positive(to_float, strict=False), spec.price_per_gpu_hour
-        ),
-        interconnect=row.get("interconnect") or spec.interconnect,
-        gpu_memory_mib=spec.memory_mib,
+        price_per_gpu_hour=row.parse("price_per_gpu_hour", positive(to_float, strict=False), price),
+        interconnect=row.get("interconnect") or interconnect,
+        gpu_memory_mib=memory,
     )
 
 
@@ -144,9 +192,11 @@ def _load_unique(
     return items
 
 
-def load_nodes(path: str | Path, catalog: Catalog | None = None) -> tuple[TraceNode, ...]:
-    catalog = catalog or default_catalog()
-    return tuple(_load_unique(path, NODE_COLUMNS, lambda r: _node(r, catalog), "node_id", "nodes"))
+def load_nodes(
+    path: str | Path, catalog: Catalog | ModelResolver | None = None
+) -> tuple[TraceNode, ...]:
+    models = catalog if isinstance(catalog, ModelResolver) else ModelResolver(catalog)
+    return tuple(_load_unique(path, NODE_COLUMNS, lambda r: _node(r, models), "node_id", "nodes"))
 
 
 def _milli(raw: str) -> int:
@@ -156,36 +206,39 @@ def _milli(raw: str) -> int:
     return value
 
 
-def _job(row: Row, catalog: Catalog) -> TraceJob:
+def _job(row: Row, models: ModelResolver) -> TraceJob:
     if not row.get("job_id"):
         raise row.error("job_id", "is required and empty")
-    num_gpus = row.required("num_gpus", positive(to_int))
+    num_gpus = row.required("num_gpus", positive(to_int, strict=False))
     milli = row.parse("gpu_milli", _milli, 1000)
     if milli < 1000 and num_gpus != 1:
         raise row.error("gpu_milli", f"a GPU share needs num_gpus 1, got {num_gpus}")
-    models = tuple(
-        _checked_model(row, "gpu_models", m, catalog) for m in to_list(row.get("gpu_models"))
-    )
+    cpu = row.parse("cpu_milli", positive(to_int, strict=False), 0)
+    memory = row.parse("memory_mib", positive(to_int, strict=False), 0)
+    if num_gpus == 0 and not (cpu or memory):
+        raise row.error("num_gpus", "a CPU-only job (num_gpus 0) needs cpu_milli or memory_mib")
+    allowed = tuple(models(row, "gpu_models", m) for m in to_list(row.get("gpu_models")))
     ref = row.get("reference_model")
     return TraceJob(
         job_id=row.get("job_id"),
         submit_s=row.required("submit_s", positive(to_float, strict=False)),
         num_gpus=num_gpus,
         duration_s=row.required("duration_s", positive(to_float)),
-        gpu_milli=milli,
-        gpu_models=models,
-        cpu_milli=row.parse("cpu_milli", positive(to_int, strict=False), 0),
-        memory_mib=row.parse("memory_mib", positive(to_int, strict=False), 0),
+        gpu_milli=1000 if num_gpus == 0 else milli,
+        gpu_models=allowed,
+        cpu_milli=cpu,
+        memory_mib=memory,
         priority=row.parse("priority", to_int, 0),
         preemptible=row.parse("preemptible", to_bool, True),
         tenant=row.get("tenant") or "default",
         job_type=row.get("job_type"),
-        reference_model=_checked_model(row, "reference_model", ref, catalog) if ref else None,
+        reference_model=models(row, "reference_model", ref) if ref else None,
         data_region=row.get("data_region") or None,
         allowed_regions=to_list(row.get("allowed_regions")),
         kind=row.parse("kind", _kind, "TRAINING"),
         checkpoint_interval_s=row.parse("checkpoint_interval_s", positive(to_int, strict=False), 0),
         priority_class=row.get("priority_class") or None,
+        checkpointable=row.parse("checkpointable", to_bool, True),
         **_comm_fields(row),
     )
 
@@ -225,9 +278,11 @@ def _checked_model(row: Row, column: str, name: str, catalog: Catalog) -> str:
     return spec.name
 
 
-def load_jobs(path: str | Path, catalog: Catalog | None = None) -> tuple[TraceJob, ...]:
-    catalog = catalog or default_catalog()
-    jobs = _load_unique(path, JOB_COLUMNS, lambda r: _job(r, catalog), "job_id", "jobs")
+def load_jobs(
+    path: str | Path, catalog: Catalog | ModelResolver | None = None
+) -> tuple[TraceJob, ...]:
+    models = catalog if isinstance(catalog, ModelResolver) else ModelResolver(catalog)
+    jobs = _load_unique(path, JOB_COLUMNS, lambda r: _job(r, models), "job_id", "jobs")
     return tuple(sorted(jobs, key=lambda j: j.submit_s))  # stable: file order breaks ties
 
 
@@ -268,12 +323,16 @@ def load_trace(
     catalog: Catalog | None = None,
     links: str | Path | None = None,
 ) -> Trace:
+    """nodes.csv, jobs.csv, an optional throughput table and links file; unknown GPU models
+    become opaque models of the trace's catalogue, each with one line in `warnings`."""
     from agents.replay.network import load_links  # the network model's own input
 
-    catalog = catalog or default_catalog()
-    model = load_throughputs(throughputs, catalog) if throughputs else None
+    models = ModelResolver(catalog)
+    node_list, job_list = load_nodes(nodes, models), load_jobs(jobs, models)
+    table = load_throughputs(throughputs, models.catalog) if throughputs else None
     found = load_links(links) if links else ()
-    return Trace(load_nodes(nodes, catalog), load_jobs(jobs, catalog), model, found)
+    return Trace(node_list, job_list, table, links=found, catalog=models.catalog,
+                 warnings=models.warnings)  # fmt: skip
 
 
 def job_record(job: TraceJob, ts_ms: int) -> dict[str, Any]:
@@ -294,6 +353,7 @@ def job_record(job: TraceJob, ts_ms: int) -> dict[str, Any]:
         "data_region": job.data_region,
         "priority": job.priority,
         "preemptible": job.preemptible,
+        "checkpointable": job.checkpointable,
         "checkpoint_interval_s": job.checkpoint_interval_s,
         "expected_duration_s": float(job.duration_s),
         "reference_gpu_model": job.reference_model,

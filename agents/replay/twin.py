@@ -8,11 +8,12 @@ reference GPU model, consolidated on one server. On a placement it progresses at
 where speed comes from the throughput model (Gavel's measured table, else roofline). A gang
 spread over nodes uses the measured consolidated=0 figure when the table has it, else pays
 `spread_penalty` (multi-GPU jobs only). An eviction keeps the work up to the last checkpoint
-(every `checkpoint_interval_s` of compute) and loses the rest; a migration checkpoints first
-(no loss). Each resumed segment pays `restore_s` before it progresses. GPUs (milli per GPU),
-host CPU and host memory are capacity and never exceeded: a placement beyond the free GPUs is a
-fault (TwinError); one whose node lacks free host CPU or memory (the scheduler checks those
-against node size only) holds its GPUs and starts when they free up.
+(every `checkpoint_interval_s` of compute) and loses the rest, and so does a migration, unless
+the decision asks for a checkpoint first (then nothing is lost). Each resumed segment pays
+`restore_s` before it progresses. A CPU-only job (no GPUs) runs at its nominal pace. GPUs
+(milli per GPU), host CPU and host memory are capacity and never exceeded: a placement beyond
+the free GPUs is a fault (TwinError); one whose node lacks free host CPU or memory (the
+scheduler checks those against node size only) holds its GPUs and starts when they free up.
 
 With a network model (`TwinConfig.network`, agents/replay/network.py) a modelled training
 job's rate carries its communication at the bandwidth it is granted instead of the spread
@@ -170,32 +171,56 @@ class Twin:
         self._advance(at)
         self._run(job_id).rejected = True
 
-    def evict(self, job_id: str, at: float, *, checkpoint_at: float | None = None) -> float:
-        """Stop a running job. Without `checkpoint_at`, work since its last periodic checkpoint
-        is lost; with it (a checkpoint written from then until `at`), the work up to then is
-        kept and the checkpointing time is overhead. Returns the work kept."""
+    def evict(
+        self,
+        job_id: str,
+        at: float,
+        *,
+        checkpoint_at: float | None = None,
+        checkpoint_first: bool = False,
+    ) -> float:
+        """Stop a running job. Without a checkpoint, work since its last periodic checkpoint is
+        lost; with `checkpoint_at` (a checkpoint written from then until `at`; `checkpoint_first`
+        is one written at `at`), the work up to then is kept and the checkpointing time is
+        overhead. Returns the work kept."""
         self._advance(at)
         run = self._running(job_id)
-        interval = run.job.checkpoint_interval_s or self.config.checkpoint_interval_s
-        computed = self._computed(run, at)
-        if checkpoint_at is not None:
-            kept = self._computed(run, min(checkpoint_at, at))
-            lost = 0.0
+        if checkpoint_first and checkpoint_at is None:
+            checkpoint_at = at
+        if checkpoint_at is not None:  # the time spent writing it is overhead, not lost work
+            kept, lost = self._computed(run, min(checkpoint_at, at)), 0.0
         else:
-            kept = math.floor(computed / interval) * interval if interval > 0 else 0.0
-            lost = computed - kept
-        run.lost_gpu_seconds += lost * _gpu_count(run.slices)
-        self._stop(run, at, progress=self._work(run, run.segment_start + run.restore + kept))
+            kept = self._kept(run, at, checkpoint_first=False)
+            lost = self._computed(run, at) - kept
+        self._stop_keeping(run, at, kept, lost=lost)
         run.preemptions += 1
         return run.done
 
-    def migrate(self, job_id: str, slices: Sequence[Slice], at: float) -> float:
-        """Checkpoint, move to `slices` and resume there after the restore cost."""
+    def migrate(
+        self, job_id: str, slices: Sequence[Slice], at: float, *, checkpoint_first: bool = False
+    ) -> float:
+        """Stop, move to `slices` and resume there from the last checkpoint (written now when
+        `checkpoint_first`) after the restore cost. Returns the new modelled finish time."""
         self._advance(at)
         run = self._running(job_id)
-        self._stop(run, at, progress=self._work(run, at))
+        kept = self._kept(run, at, checkpoint_first)
+        self._stop_keeping(run, at, kept, lost=self._computed(run, at) - kept)
         run.migrations += 1
         return self.start(job_id, slices, at)
+
+    def _kept(self, run: JobRun, at: float, checkpoint_first: bool) -> float:
+        """Seconds of this segment's compute a stop keeps: all of it after a fresh checkpoint,
+        else up to the last periodic one (every `checkpoint_interval_s` of compute)."""
+        computed = self._computed(run, at)
+        if checkpoint_first:
+            return computed
+        interval = run.job.checkpoint_interval_s or self.config.checkpoint_interval_s
+        return math.floor(computed / interval) * interval if interval > 0 else 0.0
+
+    def _stop_keeping(self, run: JobRun, at: float, kept: float, *, lost: float) -> None:
+        """Stop a segment keeping `kept` seconds of its compute; `lost` are thrown away."""
+        run.lost_gpu_seconds += max(0.0, lost) * _gpu_count(run.slices)
+        self._stop(run, at, progress=self._work(run, run.segment_start + run.restore + kept))
 
     # ---- the clock ----------------------------------------------------------------------
     def next_finish(self) -> float:
@@ -284,6 +309,9 @@ class Twin:
     # ---- speed ----------------------------------------------------------------------------
     def rate(self, job: TraceJob, slices: Sequence[Slice]) -> float:
         """Reference-seconds of work per second on `slices` (see the module docstring)."""
+        perf = float(np.mean([self.perf[s.node_id] for s in slices]))
+        if job.num_gpus == 0:
+            return perf  # a CPU-only job runs at its nominal pace wherever it fits
         spec = JobSpec.from_record(job_record(job, 0))
         model = self.nodes[slices[0].node_id].gpu_model
         spread = len({s.node_id for s in slices}) > 1
@@ -293,7 +321,6 @@ class Twin:
             speed *= network.factor(job.job_id)  # communication at its granted bandwidth
         elif spread:
             speed *= self.spread_factor(job, model)
-        perf = float(np.mean([self.perf[s.node_id] for s in slices]))
         if speed * perf <= 0:
             raise TwinError(f"job {job.job_id} cannot run on {model} (speed 0)")
         return speed * perf

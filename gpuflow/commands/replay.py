@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,12 +22,12 @@ from rich.table import Table
 
 from agents.replay.adapters import load_gavel_trace, load_philly_trace
 from agents.replay.network import load_links
-from agents.replay.trace import Trace, load_nodes, load_throughputs, load_trace
+from agents.replay.trace import ModelResolver, Trace, load_nodes, load_throughputs, load_trace
 from gpuflow.commands.common import fail
 from gpuflow.replay.engine import ReplayResult
 from gpuflow.replay.run import replay_policy, write_outputs
 from gpuflow.replay.summary import summarize
-from scorer import GAVEL_CSV
+from scorer import GAVEL_CSV, load_catalog
 from scorer.errors import GpuflowError
 from scorer.network import MODES
 
@@ -47,17 +48,22 @@ _COLUMNS = (  # summary key, header, format, scale (seconds shown in hours)
 )
 
 
-def _load(nodes: Path, jobs: Path, throughputs: Path | None, jobs_format: str) -> Trace:
+def _load(
+    nodes: Path, jobs: Path, throughputs: Path | None, jobs_format: str, catalog: Path | None
+) -> Trace:
     if throughputs is not None and str(throughputs) == "gavel" and not throughputs.exists():
         throughputs = GAVEL_CSV  # the table shipped with gpuflow
+    base = load_catalog(catalog) if catalog is not None else None
     if jobs_format == "csv":
-        return load_trace(nodes, jobs, throughputs)
-    tp = load_throughputs(throughputs) if throughputs else None
-    if jobs_format == "gavel":
-        return load_gavel_trace(load_nodes(nodes), jobs, tp)
-    if jobs_format == "philly":
-        return load_philly_trace(load_nodes(nodes), jobs, tp)
-    raise fail(f"--jobs-format must be csv, gavel or philly, not {jobs_format!r}")
+        return load_trace(nodes, jobs, throughputs, base)
+    if jobs_format not in ("gavel", "philly"):
+        raise fail(f"--jobs-format must be csv, gavel or philly, not {jobs_format!r}")
+    models = ModelResolver(base)
+    node_list = load_nodes(nodes, models)
+    tp = load_throughputs(throughputs, models.catalog) if throughputs else None
+    loader = load_gavel_trace if jobs_format == "gavel" else load_philly_trace
+    trace = loader(node_list, jobs, tp)
+    return replace(trace, catalog=models.catalog, warnings=models.warnings)
 
 
 def _table(summaries: dict[str, dict[str, Any]]) -> Table:
@@ -129,6 +135,10 @@ def replay(
         bool, typer.Option("--arrivals-only", help="Jobs never finish: how full can it pack?")
     ] = False,
     jobs_format: Annotated[str, typer.Option(help="csv, gavel or philly.")] = "csv",
+    catalog: Annotated[
+        Path | None,
+        typer.Option(help="YAML/JSON catalogue adding or overriding GPU models (docs/scoring.md)."),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Directory for summary.json and plots.")] = Path(
         "replay-out"
     ),
@@ -144,7 +154,9 @@ def replay(
     policies = [p.strip() for p in (compare or policy).split(",") if p.strip()]
     console = Console()
     try:
-        trace = _load(nodes, jobs, throughputs, jobs_format)
+        trace = _load(nodes, jobs, throughputs, jobs_format, catalog)
+        for warning in trace.warnings:
+            typer.echo(f"gpuflow: warning: {warning}", err=True)
         if links is not None:
             trace = dataclasses.replace(trace, links=load_links(links))
         if quotas not in MODES:

@@ -28,13 +28,13 @@ from typing import Any, Protocol
 from agents.replay.trace import Trace, job_record, node_record
 from agents.replay.twin import Twin, TwinConfig, slices_from
 from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, DECISIONS_PREEMPTION
-from scorer import ThroughputModel
 
 __all__ = ["BASE_MS", "HANDLERS", "Decided", "Decider", "ReplayResult", "run_replay"]
 
 _SEQ = itertools.count()  # tie-break of delayed actions due at the same time
 BASE_MS = 1_700_000_000_000  # virtual epoch: trace second 0, in ms (Avro timestamps)
 Progress = Callable[[int, int], None]  # (events done, events total)
+IDLE_TICKS = 2
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,11 @@ class ReplayResult:
     first_refusal_alloc_rate: float | None = None
     first_refusal_s: float | None = None
     arrivals_only: bool = False
+    # arrivals-only: (GPU demand arrived so far, allocated share after that job's decision)
+    arrivals: list[tuple[float, float]] = field(default_factory=list)
+    # every first refusal (QUEUED or REJECTED): job, time, allocated share, GPUs asked
+    refusals: list[dict[str, Any]] = field(default_factory=list)
+    refused: set[str] = field(default_factory=set)
 
 
 def _ms(t: float) -> int:
@@ -117,12 +122,11 @@ def run_replay(
 ) -> ReplayResult:
     """Replay `trace` through `decider` on a twin. `tick_s`: run the scheduler's timer every
     so many virtual seconds while jobs run (None: never; arrivals-only replays never tick)."""
-    throughput = trace.throughput or ThroughputModel()
-    twin = Twin(trace.nodes, throughput, twin_config)
+    twin = Twin(trace.nodes, trace.throughput_model(), twin_config)
     result = ReplayResult(twin, arrivals_only=arrivals_only)
     decider.setup([node_record(n, BASE_MS) for n in trace.nodes])
     reports: deque[dict[str, Any]] = deque()  # executor -> scheduler, at the current time
-    jobs, i, done = trace.jobs, 0, 0
+    jobs, i, done, arrived, idle_ticks = trace.jobs, 0, 0, 0.0, 0
     total = len(jobs) * (1 if arrivals_only else 2)
     ticking = tick_s is not None and tick_s > 0 and not arrivals_only
     next_tick = float(tick_s) if ticking else math.inf  # type: ignore[arg-type]
@@ -153,18 +157,37 @@ def run_replay(
             twin.submit(job, job.submit_s)
             out = decider.submit(job_record(job, _ms(job.submit_s)))
             done += 1
+            if arrivals_only:  # tried once: what is not placed now is refused for good
+                arrived += job.gpu_demand
+                reports.extend(_apply(result, out))
+                if twin.runs[job.job_id].first_start_s is None:
+                    twin.reject(job.job_id, twin.now)
+                result.arrivals.append((arrived, twin.alloc_rate))
+                out = []
         elif math.isfinite(next_tick) and (
-            i < len(jobs) or math.isfinite(next_finish) or result.delayed
+            i < len(jobs)
+            or math.isfinite(next_finish)
+            or result.delayed
+            or (idle_ticks < IDLE_TICKS and _waiting(twin))
         ):
             twin.advance_to(next_tick)
             out = decider.tick(_ms(next_tick))
             next_tick += float(tick_s)  # type: ignore[arg-type]
+            # with nothing running or to come, jobs may still wait for a round-based decider;
+            # give up after IDLE_TICKS ticks that decide nothing
+            busy = i < len(jobs) or math.isfinite(twin.next_finish())
+            idle_ticks = 0 if out or busy else idle_ticks + 1
         else:
             break
         reports.extend(_apply(result, out))
         if progress is not None:
             progress(min(done, total), total)
     return result
+
+
+def _waiting(twin: Twin) -> bool:
+    """Some submitted job has neither run to its end nor been rejected, and is not running."""
+    return any(r.end_s is None and not r.rejected and not r.running for r in twin.runs.values())
 
 
 def _apply(result: ReplayResult, decided: list[Decided]) -> list[dict[str, Any]]:
@@ -191,6 +214,19 @@ def _on_placement(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any
         twin.start(job_id, slices, twin.now)
     elif outcome == "REJECTED":
         twin.reject(job_id, twin.now)
+    if outcome != "PLACED" and job_id not in result.refused:
+        result.refused.add(job_id)
+        run = twin.runs.get(job_id)
+        gpus = run.job.num_gpus if run is not None else int(d.get("gpu_count", 1))
+        result.refusals.append(
+            {
+                "job_id": job_id,
+                "t": twin.now,
+                "alloc_rate": twin.alloc_rate,
+                "gpus": gpus,
+                "outcome": outcome,  # QUEUED: no room now; REJECTED: could never fit
+            }
+        )
     if outcome != "PLACED" and result.first_refusal_alloc_rate is None:
         result.first_refusal_alloc_rate = twin.alloc_rate
         result.first_refusal_s = twin.now
@@ -211,11 +247,14 @@ def _on_migration(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any
         return _evict(result, job_id, d.get("from_region", ""), checkpoint_at=twin.now,
                       detail=f"moved off: {d.get('reason', '')}")  # fmt: skip
     slices = slices_from(d["to_assignments"])
-    twin.migrate(job_id, slices, twin.now)
+    twin.migrate(job_id, slices, twin.now, checkpoint_first=bool(d.get("checkpoint_first")))
     result.placements[job_id] = tuple(s.node_id for s in slices)
     nodes = [s.node_id for s in slices]
+    progress = run.done / run.job.duration_s if run.job.duration_s else 0.0
     epoch = result.epochs.get(job_id, 0)
-    return [job_event(twin, job_id, "MIGRATED", d["to_region"], nodes, epoch=epoch)]
+    return [
+        job_event(twin, job_id, "MIGRATED", d["to_region"], nodes, progress=progress, epoch=epoch)
+    ]
 
 
 def _on_preemption(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any]]:

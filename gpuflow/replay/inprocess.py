@@ -14,9 +14,11 @@ from typing import Any
 
 from gpuflow.replay.engine import Decided
 from infra.topics import JOBS_ROUTED, TOPICS
-from scorer import ClusterState, ThroughputModel, make_placer
+from scorer import Catalog, ClusterState, ThroughputModel, make_placer, preset
 from scorer.network import NetworkView
+from scorer.replan import ReplanConfig
 from scorer.tenancy import TenancyPolicy
+from streams.clock import EventClock
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
@@ -31,19 +33,25 @@ class InProcessDecider:
         policy: str,
         throughput: ThroughputModel | None = None,
         partitions: int = 4,
+        catalog: Catalog | None = None,
+        replan: ReplanConfig | None = None,
         *,
         network: NetworkView | None = None,
         cross_region: bool = False,
         tenancy: TenancyPolicy | None = None,
     ) -> None:
         """`network`: links and placed flows for the placer; `cross_region`: gangs that fit no
-        region may span several (this decider holds every region, like a single worker)."""
-        state = ClusterState()
+        region may span several (this decider holds every region, like a single worker).
+        The scheduler runs on event time (the latest timestamp it was handed)."""
+        state = ClusterState(catalog)
         placer = make_placer(policy, state, throughput=throughput, network=network)
-        self.now_ms = 0
+        chosen = preset(policy)
+        self.clock = EventClock()
         self.scheduler = Scheduler(
             state, placer, reservations={}, queue={}, nodes={}, partitions=partitions,
-            view_ttl_s=0, cross_region=cross_region, tenancy=tenancy, clock=lambda: self.now_ms,
+            view_ttl_s=0, moves={}, replan=(replan or ReplanConfig()) if chosen.replan else None,
+            queue_order=chosen.queue, clock=self.clock, cross_region=cross_region,
+            tenancy=tenancy,
         )  # fmt: skip
 
     def setup(self, nodes: Sequence[Mapping[str, Any]]) -> None:
@@ -52,15 +60,15 @@ class InProcessDecider:
         self.scheduler.rebuild({})
 
     def submit(self, record: Mapping[str, Any]) -> list[Decided]:
-        self.now_ms = max(self.now_ms, int(record["ts"]))
+        self.clock.observe(int(record["ts"]))
         return self._follow(self.scheduler.route(dict(record), started_ns=time.perf_counter_ns()))
 
     def job_event(self, record: Mapping[str, Any]) -> list[Decided]:
-        self.now_ms = max(self.now_ms, int(record["ts"]))
+        self.clock.observe(int(record["ts"]))
         return self._follow(self.scheduler.on_job_event(dict(record)))
 
     def tick(self, ts_ms: int) -> list[Decided]:
-        self.now_ms = max(self.now_ms, ts_ms)
+        self.clock.observe(ts_ms)
         return self._follow(self.scheduler.on_tick(ts_ms))
 
     def close(self) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +17,48 @@ from scorer import PRESETS
 from scorer.errors import UnknownPluginError
 from scorer.network import LinkGraph, NetworkView
 
-__all__ = ["ENGINES", "replay_policy", "write_outputs"]
+__all__ = [
+    "ENGINES",
+    "REPLAN_TICK_S",
+    "ROUND_POLICIES",
+    "known_policies",
+    "replay_policy",
+    "write_outputs",
+]
 
 ENGINES = ("inprocess", "stream")
+REPLAN_TICK_S = 60.0  # virtual seconds between re-planning passes of policies that re-plan
+
+
+def _gavel(trace: Trace) -> Decider:
+    from gpuflow.replay.gavel import GavelDecider  # scipy is needed only here
+
+    return GavelDecider(trace.throughput_model(), trace.catalog)
+
+
+# policies that are their own decider (round-based), not a placer preset: name -> (build, tick)
+ROUND_POLICIES: dict[str, tuple[Callable[[Trace], Decider], float]] = {
+    "gavel": (_gavel, 360.0),  # Gavel's 6-minute rounds
+}
+
+
+def known_policies() -> tuple[str, ...]:
+    return tuple(sorted({*PRESETS, *ROUND_POLICIES}))
 
 
 def _decider(trace: Trace, policy: str, engine: str) -> Decider:
-    if policy not in PRESETS:
-        known = ", ".join(sorted(PRESETS))
-        raise UnknownPluginError(f"no policy {policy!r} (known: {known})")
+    if policy not in PRESETS and policy not in ROUND_POLICIES:
+        raise UnknownPluginError(f"no policy {policy!r} (known: {', '.join(known_policies())})")
+    if policy in ROUND_POLICIES:
+        if engine != "inprocess":
+            raise UnknownPluginError(f"policy {policy!r} runs on the inprocess engine only")
+        return ROUND_POLICIES[policy][0](trace)
     if engine == "inprocess":  # with links: network-aware placement, cross-region gangs
         view = NetworkView(LinkGraph(trace.links)) if trace.links else None
         return InProcessDecider(
-            policy, trace.throughput, network=view, cross_region=bool(trace.links)
-        )
+            policy, trace.throughput_model(), catalog=trace.catalog, network=view,
+            cross_region=bool(trace.links),
+        )  # fmt: skip
     if engine == "stream":
         from gpuflow.replay.stream import StreamDecider  # needs the broker and a worker
 
@@ -49,12 +77,18 @@ def replay_policy(
     tick_s: float | None = None,
     quotas: str = "elastic",
 ) -> ReplayResult:
-    """Replay one policy. A trace with links gets a network twin whose quotas are `quotas`
-    (elastic or equal) unless `twin_config` says otherwise."""
+    """Replay `trace` under `policy`. `tick_s`: the scheduler's timer in virtual seconds
+    (default: `REPLAN_TICK_S` for a policy that re-plans, none otherwise). A trace with links
+    gets a network twin whose quotas are `quotas` (elastic or equal) unless `twin_config` says
+    otherwise."""
     decider = _decider(trace, policy, engine)
     if trace.links and twin_config is None:
         network = TwinNetwork.for_trace(trace, NetworkTwinConfig(mode=quotas))
         twin_config = TwinConfig(network=network)
+    if tick_s is None and policy in ROUND_POLICIES:
+        tick_s = ROUND_POLICIES[policy][1]
+    elif tick_s is None and PRESETS[policy].replan:
+        tick_s = REPLAN_TICK_S
     try:
         return run_replay(
             trace,

@@ -1,21 +1,25 @@
 """The stream engine: the same trace through the real embedded broker and a real Faust worker.
 
-Virtual time advances in lockstep: inventory first (one partition, so the worker learns the
-nodes in trace order, as the in-process engine does), then each event in order — a
-JobSubmitted, or a JobEvent FINISHED on its region's partition — and the replay waits until
-the worker has answered it before the next: a submission is answered by its first decision;
-a finish by the worker's /state/ showing the release (held + queued jobs down by one), then by
-as many PLACED decisions as its queue shrank. Other job events and timer ticks are not carried
-by this engine yet (it raises), so a policy that re-plans runs in process only.
+Virtual time advances in lockstep on the worker's event clock (`worker.clock = "event"`: its
+time is the events' timestamps, and its timer runs only when asked): inventory first (one
+partition, so the worker learns the nodes in trace order, as the in-process engine does), then
+each event in order, and the replay waits until the worker has answered before the next:
+- a JobSubmitted is answered by the job's first decision;
+- a JobEvent (FINISHED, MIGRATED, EVICTED ...) on its region's partition, once the worker's
+  /state/ counts it handled, by the decisions it sent meanwhile (its `sent` counters per topic);
+- a timer tick is a POST /tick/ {"ts"}, answered with what the pass sent per topic.
+Decisions come back placements first, then migrations, each in partition order.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +33,20 @@ from infra.config import load_config
 from infra.errors import InfraError
 from infra.kafka import consumer, producer
 from infra.topics import (
+    DECISIONS_MIGRATION,
     DECISIONS_PLACEMENT,
     JOBS_EVENTS,
     JOBS_SUBMITTED,
     NODE_INVENTORY,
+    REPLAN_TICKS,
 )
 from schemas import SingleObjectCodec
+from scorer import default_catalog
 
 __all__ = ["StreamDecider"]
 
 ANSWER_TIMEOUT_S = 30.0
+DECISION_TOPICS = (DECISIONS_PLACEMENT, DECISIONS_MIGRATION)  # in the order answers are given
 
 
 def _write_table(trace: Trace, path: Path) -> str:
@@ -66,7 +74,9 @@ class StreamDecider:
                 "stale_after_s": 1e9,
                 "web_port": 0,
                 "throughput_csv": _write_table(trace, root / "throughputs.csv"),
+                "catalog_file": _write_catalog(trace, root / "catalog.json"),
                 "policy": policy,
+                "clock": "event",
             },
         )
         self.stack = Stack(cfg).start(worker=False)
@@ -79,11 +89,13 @@ class StreamDecider:
         self.consumer = consumer(self.config.kafka, group_id=f"replay-{uuid.uuid4().hex[:8]}")
         parts = range(self.partitions)
         self.consumer.assign(
-            [TopicPartition(DECISIONS_PLACEMENT, p, OFFSET_BEGINNING) for p in parts]
+            [TopicPartition(t, p, OFFSET_BEGINNING) for t in DECISION_TOPICS for p in parts]
         )
-        self.pending: list[dict[str, Any]] = []
-        self.http = httpx.Client(timeout=5)
-        self.url = f"http://{self.config.worker.web_host}:{self.config.worker.web_port}/state/"
+        self.unread: dict[str, list[dict[str, Any]]] = {t: [] for t in DECISION_TOPICS}
+        self.http = httpx.Client(timeout=ANSWER_TIMEOUT_S)
+        base = f"http://{self.config.worker.web_host}:{self.config.worker.web_port}"
+        self.url = f"{base}/state/"
+        self.regions = sorted({n.region for n in trace.nodes})
 
     # ---- Decider -------------------------------------------------------------------------
     def setup(self, nodes: Sequence[Mapping[str, Any]]) -> None:
@@ -98,32 +110,42 @@ class StreamDecider:
             raise InfraError(f"replay worker did not learn the nodes:\n{self.worker.log_tail()}")
 
     def submit(self, record: Mapping[str, Any]) -> list[Decided]:
+        """Answered by the job's first decision (with every placement read before it)."""
         self._produce(JOBS_SUBMITTED, "JobSubmitted", record["job_id"], record, None)
         self.producer.flush(10)
-        return self._read_until(lambda got: any(d["job_id"] == record["job_id"] for d in got))
+        job_id = record["job_id"]
+        self._read_until(
+            lambda: any(d["job_id"] == job_id for d in self.unread[DECISIONS_PLACEMENT])
+        )
+        placed, self.unread[DECISIONS_PLACEMENT] = self.unread[DECISIONS_PLACEMENT], []
+        return [Decided(DECISIONS_PLACEMENT, d) for d in placed]
 
     def job_event(self, record: Mapping[str, Any]) -> list[Decided]:
-        if record["type"] != "FINISHED":
-            raise InfraError(f"stream engine: FINISHED events only, not {record['type']}")
         job_id, region = record["job_id"], record["region"]
         before = self._state()
-        held, queued = before["held_jobs"], before["queued_jobs"]
-        event = {**record, "event_id": str(uuid.uuid4()), "node_ids": []}
-        self._produce(JOBS_EVENTS, "JobEvent", job_id, event, self.partition_of(region))
+        self._produce(JOBS_EVENTS, "JobEvent", job_id, dict(record), self.partition_of(region))
         self.producer.flush(10)
-        after: dict[str, Any] = {}
-
-        def released() -> bool:
-            after.update(self._state())
-            return bool(after["held_jobs"] + after["queued_jobs"] == held + queued - 1)
-
-        if not wait_until(released, ANSWER_TIMEOUT_S, 0.02):
-            raise InfraError(f"worker did not release {job_id}:\n{self.worker.log_tail()}")
-        placed = queued - after["queued_jobs"]
-        return self._read_until(lambda got: sum(d["outcome"] == "PLACED" for d in got) >= placed)
+        return self._answer(before, "job_events", 1, f"{record['type']} of {job_id}")
 
     def tick(self, ts_ms: int) -> list[Decided]:
-        raise InfraError("the stream engine does not carry timer ticks (replay with tick_s=None)")
+        before = self._state()
+        for region in self.regions:
+            record = {"event_id": f"replay-tick-{region}-{ts_ms}", "ts": ts_ms, "region": region}
+            self._produce(REPLAN_TICKS, "ReplanTick", region, record, self.partition_of(region))
+        self.producer.flush(10)
+        return self._answer(before, "ticks", len(self.regions), f"tick at {ts_ms}")
+
+    def _answer(self, before: Mapping[str, Any], counter: str, n: int, what: str) -> list[Decided]:
+        """Wait until the worker's `counter` moved by `n`, then read what it sent meanwhile."""
+        after: dict[str, Any] = {}
+
+        def handled() -> bool:
+            after.update(self._state())
+            return int(after.get(counter, 0)) >= int(before.get(counter, 0)) + n
+
+        if not wait_until(handled, ANSWER_TIMEOUT_S, 0.02):
+            raise InfraError(f"worker did not handle the {what}:\n{self.worker.log_tail()}")
+        return self._read_counts(_delta(before.get("sent", {}), after.get("sent", {})))
 
     def close(self) -> None:
         self.http.close()
@@ -153,13 +175,44 @@ class StreamDecider:
         regions = self._state().get("regions") or {}
         return sum(sum(r.get("total_gpus", {}).values()) for r in regions.values())
 
-    def _read_until(self, done: Any) -> list[Decided]:
+    def _read_counts(self, counts: Mapping[str, int]) -> list[Decided]:
+        """Exactly `counts[topic]` decisions of each decision topic (placements first)."""
+        want = {t: int(counts.get(t, 0)) for t in DECISION_TOPICS}
+        self._read_until(lambda: all(len(self.unread[t]) >= n for t, n in want.items()))
+        out: list[Decided] = []
+        for topic in DECISION_TOPICS:
+            taken, self.unread[topic] = (
+                self.unread[topic][: want[topic]],
+                self.unread[topic][want[topic] :],
+            )
+            out.extend(Decided(topic, d) for d in taken)
+        return out
+
+    def _read_until(self, done: Callable[[], bool]) -> None:
+        """Consume decisions into `unread` until `done()`."""
         deadline = time.monotonic() + ANSWER_TIMEOUT_S
-        got: list[dict[str, Any]] = []
-        while not done(got):
+        while not done():
             if time.monotonic() > deadline:
                 raise InfraError(f"no answer from the worker:\n{self.worker.log_tail()}")
             for msg in self.consumer.consume(100, timeout=0.05):
                 if not msg.error():
-                    got.append(self.codec.decode(msg.value())[1])
-        return [Decided(DECISIONS_PLACEMENT, d) for d in got]
+                    self.unread[str(msg.topic())].append(self.codec.decode(msg.value())[1])
+
+
+def _delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
+    return {t: int(after.get(t, 0)) - int(before.get(t, 0)) for t in DECISION_TOPICS}
+
+
+def _write_catalog(trace: Trace, path: Path) -> str:
+    """The trace's models the built-in catalogue lacks (opaque or from --catalog), as a
+    catalogue file for the worker's `catalog_file`; empty when there are none."""
+    base = default_catalog()
+    extra = {
+        spec.name: {k: v for k, v in asdict(spec).items() if k != "name"}
+        for spec in trace.catalog
+        if base.get(spec.name) != spec
+    }
+    if not extra:
+        return ""
+    path.write_text(json.dumps({"models": extra}))
+    return str(path)

@@ -9,7 +9,7 @@ import numpy as np
 from agents.replay.twin import Twin
 from gpuflow.replay.engine import ReplayResult
 
-__all__ = ["CARBON_G_PER_KWH", "allocation_series", "summarize"]
+__all__ = ["CARBON_G_PER_KWH", "allocation_series", "packing_figures", "summarize"]
 
 CARBON_G_PER_KWH = 400.0  # world-average grid intensity; traces carry no grid signal
 
@@ -79,11 +79,45 @@ def summarize(result: ReplayResult, *, policy: str, engine: str) -> dict[str, An
         "total_gpus": twin.total_milli // 1000,
     }
     if result.arrivals_only:
-        out["first_refusal_alloc_rate"] = (
+        out.update(packing_figures(result))
+    return out
+
+
+def packing_figures(result: ReplayResult) -> dict[str, Any]:
+    """The FGD paper's packing figures of an arrivals-only replay.
+
+    `alloc_at_100_pct` / `alloc_at_130_pct`: allocated share of GPU capacity (in %) when the GPU
+    demand that has arrived first reaches 100 % / 130 % of capacity (None if it never does);
+    `first_whole_node_refusal_alloc_rate`: allocated share when a job asking for a whole node
+    (as many GPUs as the largest node) was first refused for want of room (a job that could
+    never fit is not a packing failure).
+    """
+    twin = result.twin
+    capacity = twin.total_milli / 1000
+    out: dict[str, Any] = {
+        "first_refusal_alloc_rate": (
             result.first_refusal_alloc_rate
             if result.first_refusal_alloc_rate is not None
             else twin.alloc_rate
+        ),
+        "first_refusal_s": result.first_refusal_s,
+        "final_alloc_rate": twin.alloc_rate,
+        "arrived_demand_pct": 100 * result.arrivals[-1][0] / capacity if result.arrivals else 0.0,
+    }
+    for pct in (100, 130):
+        out[f"alloc_at_{pct}_pct"] = next(
+            (100 * alloc for arrived, alloc in result.arrivals if arrived >= pct / 100 * capacity),
+            None,
         )
-        out["first_refusal_s"] = result.first_refusal_s
-        out["final_alloc_rate"] = twin.alloc_rate
+    whole = max((n.gpu_count for n in twin.nodes.values()), default=0)
+    first = next(
+        (
+            r
+            for r in result.refusals
+            if whole > 1 and r["gpus"] >= whole and r.get("outcome") != "REJECTED"
+        ),
+        None,
+    )
+    out["whole_node_gpus"] = whole
+    out["first_whole_node_refusal_alloc_rate"] = first["alloc_rate"] if first else None
     return out

@@ -1,6 +1,7 @@
 """Filter: the node's CPU and host memory are large enough (0 on either side = not declared).
 
-Host resources are checked against the node's size, not reserved: assignments carry GPUs only.
+Static: against the node's size. What is free now (assignments hold host CPU and memory too)
+is the `capacity` filter's concern.
 """
 
 from __future__ import annotations

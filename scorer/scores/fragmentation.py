@@ -1,88 +1,103 @@
-"""Score: fragmentation growth (FGD-style, Weng et al., ATC '23).
+"""Score: fragmentation growth, FGD's measure (Weng et al., ATC '23) against the expected mix.
 
-A node's fragmentation for a task class is the free GPU capacity that class cannot use there:
-for a k-GPU class, every free GPU when fewer than k are whole-free, else the partly used GPUs'
-free shares; for a share class of m milli, the GPUs with less than m free. The node's
-fragmentation is the mix-weighted sum. A placement is scored by how much it grows:
-score = 50 - 50 x growth / requested milli, clipped to 0..100 (consuming fragments > 50).
+A node's fragmentation for a task class is the free GPU capacity that class cannot use there
+(`scorer.fragmix`: all of it when the node cannot host the class, GPUs or host CPU/memory; else
+the GPUs too small for it). The expected mix is learned from the jobs scored, starting from a
+prior (`DEFAULT_MIX`, worth 20 jobs). A placement is scored by how much the node's
+mix-weighted fragmentation grows: score = 50 - 50 x growth / requested milli, clipped to
+0..100 (consuming fragments scores above 50, stranding capacity below).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
 import numpy as np
 
-from scorer.errors import ScorerError
+from scorer.fragmix import (
+    DEFAULT_MIX,
+    FULL,
+    LearnedMix,
+    MixClasses,
+    Profile,
+    TaskMix,
+    fragmentation,
+)
 from scorer.framework import CycleContext, clamp_score
+from scorer.state import ClusterState
 
-__all__ = ["DEFAULT_MIX", "NAME", "FragmentationScore", "TaskMix", "growth_score"]
+__all__ = [
+    "DEFAULT_MIX",
+    "NAME",
+    "FragmentationScore",
+    "NodeFragmentation",
+    "TaskMix",
+    "growth_score",
+    "placement_growth",
+]
 
 NAME = "fragmentation"
-FULL = 1000
-
-
-@dataclass(frozen=True)
-class TaskMix:
-    """Expected job mix: whole-GPU gang sizes and GPU shares (milli) with their probabilities."""
-
-    whole: Mapping[int, float]
-    shares: Mapping[int, float]
-
-
-# Gavel's recipe (70 % 1 GPU, 10 % 2, 20 % 4) plus 8-GPU gangs and inference shares
-DEFAULT_MIX = TaskMix(whole={1: 0.55, 2: 0.10, 4: 0.15, 8: 0.10}, shares={250: 0.05, 500: 0.05})
 
 
 class FragmentationScore:
     name = NAME
 
-    def __init__(self, mix: TaskMix = DEFAULT_MIX) -> None:
-        classes = {**mix.whole, **mix.shares}
-        if any(size <= 0 for size in classes) or any(p < 0 for p in classes.values()):
-            raise ScorerError(f"task mix needs positive sizes and probabilities: {mix}")
-        if any(share >= FULL for share in mix.shares):
-            raise ScorerError("a share class must be below 1000 milli-GPU")
-        self.mix = mix
-        self._k = np.array(list(mix.whole), float)
-        self._pk = np.array(list(mix.whole.values()), float)
-        self._stranded = self._stranded_table(64)
-
-    def _stranded_table(self, most: int) -> np.ndarray:
-        """Mix-weighted whole-free GPUs too few for each k-GPU class, by whole-free count w."""
-        w = np.arange(most + 1, dtype=float)
-        return FULL * (((w[:, None] < self._k) * w[:, None]) @ self._pk)
+    def __init__(
+        self, mix: TaskMix | None = DEFAULT_MIX, prior_jobs: float = 20.0, *, learn: bool = True
+    ) -> None:
+        self.mix = LearnedMix(mix, prior_jobs, learn=learn)
+        self.before = NodeFragmentation()
 
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
-        s = ctx.state
-        if s.free_milli.shape[1] >= self._stranded.shape[0]:  # nodes wider than the table
-            self._stranded = self._stranded_table(2 * s.free_milli.shape[1])
-        w = s.free_whole[slots]
-        if not ctx.fractional:
-            k = ctx.gpus_taken(slots)
-            return growth_score(self._whole_growth(w, w - k), np.asarray(k * FULL, float))
-        return self._share_score(ctx, slots, w)
+        job = ctx.job
+        self.mix.observe(job.job_id, job.gpu_count, job.gpu_milli, job.cpu_milli, job.memory_mib)
+        growth, requested = placement_growth(ctx, slots, self.mix, self.before)
+        return growth_score(growth, requested)
 
-    def _whole_growth(self, w: np.ndarray, w_after: np.ndarray) -> np.ndarray:
-        """Mix-weighted growth of whole-free GPUs stranded for k-GPU classes (milli)."""
-        # a node that cannot hold the request (w_after < 0) is scored as if emptied
-        return self._stranded[np.maximum(w_after, 0)] - self._stranded[w]
 
-    def _share_score(self, ctx: CycleContext, slots: np.ndarray, w: np.ndarray) -> np.ndarray:
-        s, m = ctx.state, ctx.job.gpu_milli
-        free = s.free_milli[slots]
-        usable = s.gpu_ok[slots] & (free >= m)
-        x = np.where(usable, free, FULL + 1).min(axis=1).astype(float)  # best-fit GPU
-        x_after = x - m
-        broke_whole = x == FULL
-        w_after = w - broke_whole.astype(w.dtype)
-        # partly used GPUs' free milli grows by x_after when a whole GPU is broken, else shrinks m
-        partial_delta = np.where(broke_whole, x_after, -float(m))
-        growth = self._whole_growth(w, w_after) + partial_delta * self._pk.sum()
-        for share, p in self.mix.shares.items():
-            growth += p * ((x_after > 0) * (x_after < share) * x_after - (x < share) * x)
-        return growth_score(growth, np.full(slots.shape[0], float(m)))
+class NodeFragmentation:
+    """Each node's expected fragmentation now, cached by the state's row versions: a decision
+    recomputes only the nodes that changed since (and all of them when the mix does)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[int, int] = (0, 0)
+        self._values = np.zeros(0)
+        self._versions = np.zeros(0, np.int64)
+
+    def __call__(self, state: ClusterState, slots: np.ndarray, mix: MixClasses) -> np.ndarray:
+        size = state.row_version.shape[0]
+        key = (id(state), id(mix))
+        if key != self._key or self._values.shape[0] != size:
+            self._key = key
+            self._values, self._versions = np.zeros(size), np.full(size, -1, np.int64)
+        stale = slots[self._versions[slots] != state.row_version[slots]]
+        if stale.size:
+            self._values[stale] = fragmentation(Profile.of_state(state, stale), mix)
+            self._versions[stale] = state.row_version[stale]
+        return self._values[slots]
+
+
+def placement_growth(
+    ctx: CycleContext,
+    slots: np.ndarray,
+    mix: LearnedMix,
+    cache: NodeFragmentation | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Growth of each node's expected fragmentation if the job lands there, and the milli-GPU
+    it requests there."""
+    s, job = ctx.state, ctx.job
+    before = Profile.of_state(s, slots)
+    if ctx.fractional:
+        free = np.where(s.gpu_exists[slots] & s.gpu_ok[slots], s.free_milli[slots], 0)
+        x = np.where(free >= job.gpu_milli, free, FULL + 1).min(axis=1)  # best-fit GPU
+        x = np.where(x > FULL, job.gpu_milli, x)  # no room (filtered out anyway)
+        after = before.taking_share(x, job.gpu_milli, job.cpu_milli, job.memory_mib)
+        requested = np.full(slots.shape[0], float(job.gpu_milli))
+    else:
+        k = np.broadcast_to(np.asarray(ctx.gpus_taken(slots)), (slots.shape[0],))
+        after = before.taking_whole(k, job.cpu_milli, job.memory_mib)
+        requested = k.astype(float) * FULL
+    classes = mix.classes()
+    now = cache(s, slots, classes) if cache is not None else fragmentation(before, classes)
+    return fragmentation(after, classes) - now, requested
 
 
 def growth_score(growth_milli: np.ndarray, requested_milli: np.ndarray) -> np.ndarray:

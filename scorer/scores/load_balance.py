@@ -1,4 +1,8 @@
-"""Score: load balance — prefer nodes left emptier after the placement (spreads wear and heat)."""
+"""Score: load balance — prefer nodes left emptier after the placement (spreads wear and heat).
+
+Spreading never breaks up a whole node: a node with every GPU free that the job would not fill
+scores 0 (a whole node is worth more to a gang than to spreading), so the term only spreads
+over nodes already in use."""
 
 from __future__ import annotations
 
@@ -18,7 +22,10 @@ class LoadBalanceScore:
         s = ctx.state
         free = s.free_milli_total[slots]
         taken = ctx.gpus_taken(slots) * ctx.job.gpu_milli
-        return least_allocated_score(free - taken, s.gpu_count[slots] * 1000)
+        size = s.gpu_count[slots]
+        spread = least_allocated_score(free - taken, size * 1000)
+        breaks = (s.free_whole[slots] == size) & (size >= 2) & (taken < size * 1000)
+        return np.where(breaks, 0.0, spread)
 
 
 def least_allocated_score(free_after: np.ndarray, capacity: np.ndarray) -> np.ndarray:

@@ -54,7 +54,7 @@ def test_parses_with_whitespace_blank_lines_comments_and_aliases(tmp_path: Path)
             ":3:4",
             "integer",
         ),
-        ("nodes.csv", "node_id,region,gpu_model,gpu_count\nn1,eu,Z9000,4\n", ":2:3", "Z9000"),
+        ("nodes.csv", "node_id,region,gpu_model,gpu_count\nn1,eu,,4\n", ":2:3", "required"),
         (
             "nodes.csv",
             "node_id,region,gpu_model,gpu_count\nn1,eu,V100,4\nn1,eu,K80,4\n",
@@ -76,12 +76,13 @@ def test_parses_with_whitespace_blank_lines_comments_and_aliases(tmp_path: Path)
         ),
         ("jobs.csv", "job_id,submit_s,num_gpus,duration_s\nj1,,1,5\n", ":2:2", "required"),
         ("jobs.csv", "job_id,submit_s,num_gpus,duration_s\nj1,0,1,5,7\n", ":2:5", "cells"),
-        (
+        (  # a CPU-only job must ask for some host resource
             "jobs.csv",
-            "job_id,submit_s,num_gpus,duration_s,gpu_models\nj1,0,1,5,V100|X1\n",
-            ":2:5",
-            "X1",
+            "job_id,submit_s,num_gpus,duration_s\nj1,0,0,5\n",
+            ":2:3",
+            "CPU-only",
         ),
+        ("jobs.csv", "job_id,submit_s,num_gpus,duration_s,kind\nj1,0,1,5,GAME\n", ":2:5", "kind"),
         ("jobs.csv", "", "jobs.csv", "empty"),
     ],
 )

@@ -93,7 +93,7 @@ def shape_of(command: str, shapes: tuple[Shape, ...]) -> Shape:
 
 
 def test_the_blocks_are_the_ones_this_test_knows() -> None:
-    assert len(BLOCKS) == 6, "a README block was added or removed: give it a shape here"
+    assert len(BLOCKS) == 7, "a README block was added or removed: give it a shape here"
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert commands(BLOCKS[1]) == [ci]  # the README's test command is what CI runs
     install = 'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev]"'
@@ -156,6 +156,17 @@ def test_replay_block_runs_as_shown(workdir: Path) -> None:
     assert "trace replay" in proc.stdout and re.search(r"│ gpuf\S* +│ +200 │", proc.stdout)
     summary = json.loads((workdir / "replay-out" / "summary.json").read_text())
     assert set(summary["policies"]) == {"fifo", "bestfit", "fgd", "gpuflow"}
+
+
+def test_packing_block_runs_as_shown(workdir: Path) -> None:
+    generate, replay = commands(BLOCKS[6])
+    for command in (generate, replay):
+        proc = run(command, workdir)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = json.loads((workdir / "packing-out" / "summary.json").read_text())
+    assert set(summary["policies"]) == {"fifo", "bestfit", "fgd", "gpuflow"}
+    for figures in summary["policies"].values():
+        assert figures["arrivals_only"] and 50 < figures["alloc_at_130_pct"] <= 100
 
 
 def _ready(workdir: Path) -> bool:

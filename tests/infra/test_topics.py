@@ -30,6 +30,7 @@ DESIGN_TOPICS = {
     "gpuflow.deadletter": "DeadLetter",
     # beyond the DESIGN's table: proactive protection (docs/tenancy.md)
     "gpuflow.decisions.advisory": "NodeAdvisory",
+    "gpuflow.replan.ticks": "ReplanTick",  # control: the scheduler's timer, per region
 }
 # Region-scoped topics share a partition per region so one worker owns a region (co-partitioning).
 REGION_KEYED = {
@@ -41,6 +42,7 @@ REGION_KEYED = {
     "gpuflow.decisions.preemption",
     "gpuflow.decisions.migration",
     "gpuflow.decisions.advisory",
+    "gpuflow.replan.ticks",
 }
 
 

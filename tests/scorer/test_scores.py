@@ -125,7 +125,7 @@ def test_fragmentation_prefers_consuming_fragments(fleet, node, context: Ctx) ->
     #   2 free -> 1: 2-class strands +1000 x .10; 4/8 -1000 x .25 -> -150 -> 57.5
     state = _frag_cluster(fleet, node)
     ctx = context(state, JobSpec("j"))
-    scores = FragmentationScore(DEFAULT_MIX).score(ctx, state.slots())
+    scores = FragmentationScore(DEFAULT_MIX, learn=False).score(ctx, state.slots())
     assert scores.tolist() == pytest.approx([15.0, 67.5, 57.5])
 
 
@@ -136,7 +136,7 @@ def test_fragmentation_for_shares_prefers_a_partly_used_gpu(fleet, node, context
     state.reserve("s", [Assignment("part", (0,), 500)])
     mix = TaskMix(whole={1: 1.0}, shares={250: 0.0})
     ctx = context(state, JobSpec("j", gpu_milli=250))
-    whole, part = FragmentationScore(mix).score(ctx, state.slots())
+    whole, part = FragmentationScore(mix, learn=False).score(ctx, state.slots())
     # whole: the broken GPU's 750 left is stranded for 1-GPU jobs: growth +750 -> 50 - 150 -> 0
     # part: the partial GPU shrinks 500 -> 250: growth -250 -> 50 + 50 = 100
     assert (whole, part) == pytest.approx((0.0, 100.0))

@@ -75,8 +75,10 @@ def test_fair_order_converges_on_the_drf_allocation(world: Any, make_node: Any) 
     """12 GPUs and 120 cores: A's jobs <1 GPU, 20 cores> (dominant: CPU, 1/6 each), B's
     <1 GPU, 2 cores> (dominant: GPU, 1/12 each). Offering each freed GPU to the lowest share:
     A = a/6, B = b/12 -> A, B, B, (tie: by name) A, B, B, A, B, B, A, B, B -> A 4, B 8:
-    equal dominant shares 4/6 = 8/12 (FIFO would have given 6 and 6)."""
-    nodes = [make_node(f"n{i}", gpus=4, cpu_milli=40_000, memory_mib=0) for i in range(3)]
+    equal dominant shares 4/6 = 8/12 (FIFO would have given 6 and 6). One node: host CPU is
+    reserved per node with the GPUs, and on three 40-core nodes two A jobs would leave a
+    node's other GPUs without cores; one node keeps the arithmetic to DRF alone."""
+    nodes = [make_node("n0", gpus=12, cpu_milli=120_000, memory_mib=0)]
     w = world(*nodes)
     for i in range(3):
         w.submit(f"x{i}", gpu_count=4, **job("Z"))  # the cluster is full

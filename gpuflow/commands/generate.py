@@ -1,0 +1,64 @@
+"""`gpuflow generate`: write a seeded synthetic trace (nodes.csv, jobs.csv) for `gpuflow replay`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agents.replay.generate import gavel_cluster, gavel_jobs, write_jobs, write_nodes
+from agents.replay.packing import packing_cluster, packing_jobs
+from agents.replay.trace import TraceJob, TraceNode
+from gpuflow.commands.common import fail
+from scorer import gavel_throughputs
+
+__all__ = ["generate"]
+
+RECIPES = ("gavel", "packing")
+
+
+def _gavel(
+    jobs: int, lam_s: float, seed: int
+) -> tuple[tuple[TraceNode, ...], tuple[TraceJob, ...]]:
+    return gavel_cluster(), gavel_jobs(gavel_throughputs(), jobs, lam_s, seed=seed)
+
+
+def _packing(
+    nodes: int, demand: float, lam_s: float, seed: int
+) -> tuple[tuple[TraceNode, ...], tuple[TraceJob, ...]]:
+    cluster = packing_cluster(nodes, seed=seed)
+    return cluster, packing_jobs(cluster, demand=demand, seed=seed, lam_s=lam_s)
+
+
+def generate(
+    recipe: Annotated[str, typer.Option(help="gavel (Gavel's cluster and jobs) or packing.")],
+    out: Annotated[Path, typer.Option(help="Directory for nodes.csv and jobs.csv.")],
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same trace).")] = 0,
+    jobs: Annotated[int, typer.Option(help="gavel: number of jobs.")] = 200,
+    lam: Annotated[float, typer.Option(help="Mean seconds between arrivals (0: all at t=0).")] = (
+        600.0
+    ),
+    nodes: Annotated[int, typer.Option(help="packing: number of nodes.")] = 250,
+    demand: Annotated[
+        float, typer.Option(help="packing: jobs arrive until their GPU demand is this x capacity.")
+    ] = 1.5,
+) -> None:
+    """Write a seeded trace: `gavel` (docs/traces.md) or `packing` (FGD-style, for
+    `gpuflow replay --arrivals-only`)."""
+    if recipe not in RECIPES:
+        raise fail(f"--recipe must be one of {', '.join(RECIPES)}, not {recipe!r}")
+    if lam < 0 or jobs < 1 or nodes < 1 or demand <= 0:
+        raise fail("--lam must be >= 0 and --jobs, --nodes, --demand > 0")
+    if recipe == "gavel":
+        node_list, job_list = _gavel(jobs, lam, seed)
+    else:
+        node_list, job_list = _packing(nodes, demand, lam or 60.0, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    write_nodes(out / "nodes.csv", node_list)
+    write_jobs(out / "jobs.csv", job_list)
+    gpus = sum(n.gpu_count for n in node_list)
+    typer.echo(
+        f"wrote {out / 'nodes.csv'} ({len(node_list)} nodes, {gpus} GPUs) and "
+        f"{out / 'jobs.csv'} ({len(job_list)} jobs)"
+    )

@@ -1,0 +1,29 @@
+"""Deciding again, the policy half: the speed-aware queue order, migration to a better match,
+progressive defragmentation, and the progress arithmetic they share. Pure: the caller (the
+worker's `streams.replanning`) commits the proposals, holds GPUs and emits the decisions."""
+
+from __future__ import annotations
+
+from scorer.replan.config import ReplanConfig
+from scorer.replan.defrag import Defrag, free_node_for
+from scorer.replan.migration import MoveProposal, Statement, better_match, hold_key, movable
+from scorer.replan.progress import MoveCost, RunningJob, move_cost
+from scorer.replan.queue import Ranked, Waiting, fifo_order, speed_aware_order
+
+__all__ = [
+    "Defrag",
+    "MoveCost",
+    "MoveProposal",
+    "Ranked",
+    "ReplanConfig",
+    "RunningJob",
+    "Statement",
+    "Waiting",
+    "better_match",
+    "fifo_order",
+    "free_node_for",
+    "hold_key",
+    "movable",
+    "move_cost",
+    "speed_aware_order",
+]

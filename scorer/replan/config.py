@@ -1,0 +1,27 @@
+"""Re-planning settings: one frozen set of knobs, with the reason for each default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ReplanConfig"]
+
+
+@dataclass(frozen=True)
+class ReplanConfig:
+    """How eagerly gpuflow decides again. Times are seconds."""
+
+    enabled: bool = True
+    restore_s: float = 60.0  # reloading a checkpoint on the new GPUs (the twin charges the same)
+    checkpoint_interval_s: float = 1800.0  # periodic checkpoints of a job that declares none
+    margin_s: float = 120.0  # a move must save this much beyond restore + lost work ...
+    margin_frac: float = 0.05  # ... plus this share of the time the job still needs where it is
+    hold_s: float = 300.0  # target GPUs are held this long for MIGRATED, then released
+    job_cooldown_s: float = 1800.0  # a job moves at most once in this long
+    max_moves_per_job: int = 4  # and at most this often in its life
+    region_window_s: float = 300.0  # per region at most `region_max_moves` moves begin ...
+    region_max_moves: int = 8  # ... in any such window (the executor's checkpoint bandwidth)
+    max_moves_per_pass: int = 4  # better-match moves proposed per region and pass
+    defrag_moves_per_pass: int = 2  # defragmentation moves proposed per region and pass
+    aging: float = 0.25  # queue: a second waited takes 0.25 s off a job's key (it outranks any
+    # newcomer after waiting 4x its own expected time there, so nothing starves)

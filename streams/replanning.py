@@ -1,0 +1,472 @@
+"""Deciding again, the mechanism half: commit the scorer's moves, hold their target GPUs, confirm
+them when the executor reports MIGRATED, drop them when it does not in time.
+
+Durable state (changelog-backed, written only from region-partitioned events):
+  moves: job_id -> {decision (the MigrationDecision record), hold (its hold key), deadline_ms,
+                    status: pending | expired}
+A move's target GPUs are reserved under `hold_key(job_id)` from the decision until MIGRATED (the
+job's old GPUs are freed then, never before) or `hold_s` later (the hold is dropped; the job
+stays where it was). So no GPU is promised twice while a job is between two places. A MIGRATED
+for a move already applied is a duplicate and changes nothing; one for an expired move is
+applied only if its target is still free. After a restart the tables come back from their
+changelogs and `rebuild` reconciles them with the decision and job-event logs.
+
+Rate limits: per job (`job_cooldown_s`, `max_moves_per_job`, counted on the reservation entry),
+per region (`region_max_moves` moves begun in any `region_window_s`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping, MutableMapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from infra.topics import DECISIONS_MIGRATION, RegionPartitioner
+from scorer import Assignment, ClusterState, JobSpec, Placer, ReservationError
+from scorer.fragmix import LearnedMix
+from scorer.replan import (
+    MoveProposal,
+    ReplanConfig,
+    RunningJob,
+    Statement,
+    better_match,
+    free_node_for,
+    hold_key,
+    movable,
+)
+from streams.clock import Clock
+from streams.convert import assignment_records, job_spec, parse_assignments
+from streams.outbox import Outgoing, new_event_id, outgoing
+
+__all__ = ["SPREAD_GAIN", "Replanner", "running_job"]
+
+SPREAD_GAIN = 1.5  # a spread gang this much faster on one node is worth a node freed for it
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerParts(Protocol):
+    state: ClusterState
+    placer: Placer
+    reservations: MutableMapping[str, Any]
+    queue: MutableMapping[str, Any]
+    clock: Clock
+    partition_of: RegionPartitioner
+
+
+def job_of(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JobSubmitted record a reservation entry keeps (with the RoutedJob it was placed
+    from, `routed.job`; entries of older versions kept it as `job`)."""
+    return entry.get("job") or (entry.get("routed") or {}).get("job")
+
+
+def running_job(job_id: str, entry: Mapping[str, Any]) -> RunningJob | None:
+    """The re-planner's view of a reservation entry (None: released or from before re-planning
+    recorded the job)."""
+    record = job_of(entry)
+    if entry.get("released") or not record or entry.get("started_ms") is None:
+        return None
+    return RunningJob(
+        job=job_spec(record),
+        region=entry["region"],
+        gpu_model=entry.get("gpu_model") or "",
+        assignments=parse_assignments(entry["assignments"]),
+        speed=float(entry.get("speed") or 0.0),
+        started_ms=int(entry["started_ms"]),
+        done_s=float(entry.get("done_s") or 0.0),
+        restore_s=float(entry.get("restore_s") or 0.0),
+        moves=int(entry.get("moves") or 0),
+        last_move_ms=entry.get("last_move_ms"),
+    )
+
+
+class Replanner:
+    """Commits re-planning proposals for one worker's regions."""
+
+    def __init__(
+        self, parts: SchedulerParts, moves: MutableMapping[str, Any], config: ReplanConfig
+    ) -> None:
+        self.parts = parts
+        self.moves = moves
+        self.config = config
+        self._runs: dict[str, tuple[tuple[Any, ...], RunningJob | None]] = {}  # parsed entries
+        self._tried: dict[str, tuple[object, int]] = {}  # failed tries (scorer.replan)
+        self._live: dict[str, str] = {}  # job_id -> region of jobs holding GPUs
+        self._quiet: dict[str, tuple[object, int]] = {}  # region -> (free GPUs, next due ms)
+        # defragmentation in flight: gang -> {region, node, room (hold key)}; the node's GPUs
+        # are held for the gang as its movers leave (in memory: a restart lets them go)
+        self.rooms: dict[str, dict[str, Any]] = {}
+        self.mix = LearnedMix()  # the job mix the region's fragmentation is measured against
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def pending(self, job_id: str) -> bool:
+        move = self.moves.get(job_id)
+        return move is not None and move.get("status") == "pending"
+
+    def regions(self) -> set[str]:
+        """Regions with jobs holding GPUs."""
+        return set(self._live.values())
+
+    def started(self, job_id: str, region: str) -> None:
+        """A job now holds GPUs in `region` (placed, or moved there)."""
+        self._live[job_id] = region
+
+    def running(self, region: str) -> list[RunningJob]:
+        """Jobs running in `region` with no move in flight."""
+        out = []
+        for job_id in [j for j, r in self._live.items() if r == region]:
+            entry = self.parts.reservations.get(job_id)
+            if entry is None or entry.get("released") or self.pending(job_id):
+                continue
+            key = (entry.get("started_ms"), entry.get("moves"), entry.get("speed"))
+            cached = self._runs.get(job_id)
+            if cached is None or cached[0] != key:
+                cached = self._runs[job_id] = (key, running_job(job_id, entry))
+            if cached[1] is not None:
+                out.append(cached[1])
+        return out
+
+    def region_budget(self, region: str, now_ms: int) -> int:
+        """Moves `region` may still begin in the current window."""
+        since = now_ms - self.config.region_window_s * 1000
+        begun = 0
+        for job_id, where in self._live.items():
+            entry = self.parts.reservations.get(job_id) if where == region else None
+            if entry is not None and (entry.get("last_move_ms") or -1) >= since:
+                begun += 1
+        begun += sum(  # in flight or expired (a confirmed one counts by its entry above)
+            1
+            for m in self.moves.values()
+            if m["decision"]["from_region"] == region and int(m["decision"]["ts"]) >= since
+        )
+        return max(0, self.config.region_max_moves - begun)
+
+    # -- passes -------------------------------------------------------------------------------
+
+    def better_match(self, region: str, only: Collection[str] | None = None) -> list[Outgoing]:
+        """Moves of `region`'s running jobs (`only` these, if given) to faster free GPUs that
+        pay (targets held).
+
+        A pass that found nothing is not repeated until the region's free GPUs change or the
+        first job it tried passes its next checkpoint (when a move would lose less)."""
+        now = self.parts.clock.now()
+        free = self.parts.state.free_gpus(region)
+        signature = tuple(sorted(free.items()))
+        quiet = self._quiet.get(region) if only is None else None
+        if not free or (quiet is not None and quiet[0] == signature and now < quiet[1]):
+            return []
+        budget = min(self.config.max_moves_per_pass, self.region_budget(region, now))
+        if budget <= 0:
+            return []
+        runs = [
+            r
+            for r in self.running(region)
+            if movable(r, now, self.config) is None and (only is None or r.job_id in only)
+        ]
+        statement = Statement(self.parts.state)
+        proposals = better_match(
+            self.parts.state,
+            self.parts.placer,
+            runs,
+            now,
+            self.config,
+            statement,
+            budget=budget,
+            tried=self._tried,
+        )
+        if not proposals and only is None:  # nothing pays: quiet until a checkpoint or cooldown
+            due = [self._tried[r.job_id][1] for r in runs if r.job_id in self._tried]
+            cooled = [
+                r.last_move_ms + int(self.config.job_cooldown_s * 1000)
+                for r in self.running(region)
+                if r.last_move_ms is not None
+            ]
+            later = [t for t in (*due, *cooled) if t > now]
+            self._quiet[region] = (signature, min(later, default=now + 3_600_000))
+        return [self._commit(p, now) for p in proposals]
+
+    def defragment(self, region: str) -> list[Outgoing]:
+        """If a gang waits in `region`, free one node for it by moving a few short jobs (one
+        gang at a time per region; `scorer.replan.defrag`)."""
+        if any(r["region"] == region for r in self.rooms.values()):
+            return []
+        now = self.parts.clock.now()
+        budget = min(self.config.defrag_moves_per_pass, self.region_budget(region, now))
+        gangs = self._waiting_gangs(region)
+        if budget <= 0 or not gangs:
+            return []
+        runs = self.running(region)
+        for gang in gangs:
+            statement = Statement(self.parts.state)
+            plan = free_node_for(
+                self.parts.state, self.parts.placer, gang, region, runs, now, self.config,
+                statement, self.mix, budget=budget,
+            )  # fmt: skip
+            if plan is None:
+                continue
+            before, after = plan.fragmentation
+            log.info(
+                "defragmentation region=%s gang=%s node=%s moves=%d wait_s=%.0f cost_s=%.0f "
+                "fragmentation=%.0f->%.0f",
+                region, gang.job_id, plan.node_id, len(plan.moves), plan.wait_s, plan.cost_s,
+                before, after,
+            )  # fmt: skip
+            self.rooms[gang.job_id] = {
+                "region": region,
+                "node": plan.node_id,
+                "room": f"{gang.job_id}#room",
+                "movers": [m.run.job_id for m in plan.moves],
+            }
+            note = f"region fragmentation (FGD) {before / 1000:.2f} -> {after / 1000:.2f} GPUs"
+            return self.commit_all([replace(m, explain=(*m.explain, note)) for m in plan.moves])
+        return []
+
+    def _waiting_gangs(self, region: str) -> list[JobSpec]:
+        """Queued gangs of `region` (whole GPUs, two or more), oldest first; then running gangs
+        spread over nodes that would run at least `SPREAD_GAIN` times as fast on one node."""
+        out = []
+        for routed in sorted(self.parts.queue.values(), key=lambda r: int(r["queued_ts"])):
+            job = routed["job"]
+            if routed["region"] != region or job["job_id"] in self.rooms:
+                continue
+            self.mix.observe(
+                job["job_id"], int(job.get("gpu_count", 1)), int(job.get("gpu_milli", 1000)),
+                int(job.get("cpu_milli") or 0), int(job.get("memory_mib") or 0),
+            )  # fmt: skip
+            if int(job.get("gpu_count", 1)) >= 2 and int(job.get("gpu_milli", 1000)) >= 1000:
+                out.append(job_spec(job))
+        now, tp = self.parts.clock.now(), self.parts.placer.throughput
+        for run in self.running(region):
+            spread = len({a.node_id for a in run.assignments}) > 1
+            if not spread or run.job_id in self.rooms or movable(run, now, self.config):
+                continue
+            if tp.relative_speed(run.job, run.gpu_model) >= SPREAD_GAIN * run.speed:
+                out.append(run.job)
+        return out
+
+    def room_ready(self, region: str) -> list[str]:
+        """Gangs of `region` whose node is free now (every mover left): release the room so
+        the gang can take it, and try them first."""
+        ready = []
+        for gang, room in list(self.rooms.items()):
+            if room["region"] != region or any(self.pending(j) for j in room["movers"]):
+                continue
+            self.parts.state.release(room["room"])
+            del self.rooms[gang]
+            ready.append(gang)
+        return ready
+
+    def _hold_room(self, mover: str) -> None:
+        """A defragmentation mover left: hold its node's free GPUs for the gang."""
+        for room in self.rooms.values():
+            if mover in room["movers"]:
+                state = self.parts.state
+                slot = state.slot_of(room["node"])
+                state.release(room["room"])
+                free = [
+                    g for g in range(int(state.gpu_count[slot])) if state.free_milli[slot, g] > 0
+                ]
+                if free:
+                    state.reserve(
+                        room["room"],
+                        [
+                            Assignment(room["node"], (g,), int(state.free_milli[slot, g]))
+                            for g in free
+                        ],
+                    )
+
+    def drop_room(self, gang: str) -> None:
+        """The gang was placed (or ended): its room is no longer needed."""
+        room = self.rooms.pop(gang, None)
+        if room is not None:
+            self.parts.state.release(room["room"])
+
+    def commit_all(self, proposals: Sequence[MoveProposal]) -> list[Outgoing]:
+        """Commit proposals whose targets a Statement already holds."""
+        now = self.parts.clock.now()
+        return [self._commit(p, now) for p in proposals]
+
+    def _commit(self, p: MoveProposal, now_ms: int) -> Outgoing:
+        run, target = p.run, p.target
+        deadline = now_ms + int(self.config.hold_s * 1000)
+        record = {
+            "event_id": new_event_id(run.job_id, "move", str(run.moves + 1)),
+            "ts": now_ms,
+            "job_id": run.job_id,
+            "from_region": run.region,
+            "from_assignments": assignment_records(run.assignments),
+            "to_region": target.region or run.region,
+            "to_assignments": assignment_records(target.assignments),
+            "reason": p.reason,
+            "expected_gain": round(p.expected_gain, 3),
+            "from_gpu_model": run.gpu_model,
+            "to_gpu_model": target.gpu_model or "",
+            "from_throughput": round(run.speed, 6),
+            "expected_throughput": float(target.expected_throughput or 0.0),
+            "restore_s": p.cost.restore_s,
+            "lost_work_s": round(p.cost.lost_s, 3),
+            "checkpoint_first": False,
+            "hold_until_ts": deadline,
+            "for_job_id": p.for_job,
+            "reasons": list(p.explain),
+        }
+        self.moves[run.job_id] = {
+            "region": record["from_region"],  # the changelog partition of the entry
+            "decision": record,
+            "hold": hold_key(run.job_id),
+            "deadline_ms": deadline,
+            "status": "pending",
+        }
+        log.info(
+            "migration job_id=%s reason=%s from=%s to=%s saved_s=%.0f",
+            run.job_id, p.reason, run.gpu_model, target.gpu_model, p.cost.saved_s,
+        )  # fmt: skip
+        return outgoing(
+            DECISIONS_MIGRATION,
+            run.job_id,
+            record,
+            region=run.region,
+            partition_of=self.parts.partition_of,
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def expire(self) -> list[str]:
+        """Drop the holds of moves not confirmed in time; the regions whose GPUs came back."""
+        now = self.parts.clock.now()
+        regions = []
+        for job_id, move in list(self.moves.items()):
+            if move.get("status") == "pending" and move["deadline_ms"] < now:
+                self.parts.state.release(move["hold"])
+                self.moves[job_id] = {**move, "status": "expired"}
+                regions.append(move["decision"]["to_region"])
+                gang = move["decision"].get("for_job_id")
+                if gang:
+                    self.drop_room(gang)
+                log.warning("migration expired job_id=%s (no MIGRATED in time)", job_id)
+        return regions
+
+    def forget(self, job_id: str) -> None:
+        """The job ended: drop any move of it (and its hold)."""
+        self._runs.pop(job_id, None)
+        self._tried.pop(job_id, None)
+        self._live.pop(job_id, None)
+        move = self.moves.pop(job_id, None)
+        if move is not None:
+            self.parts.state.release(move["hold"])
+
+    def on_migrated(self, event: Mapping[str, Any]) -> list[str]:
+        """Apply a confirmed move: free the old GPUs, the held ones become the job's. Returns
+        the regions whose capacity changed (empty for a duplicate or an unknown move)."""
+        job_id = event["job_id"]
+        move, entry = self.moves.get(job_id), self.parts.reservations.get(job_id)
+        if move is None or entry is None or entry.get("released"):
+            return []  # a duplicate (already applied) or a job that has ended
+        decision = move["decision"]
+        state = self.parts.state
+        target = parse_assignments(decision["to_assignments"])
+        state.release(move["hold"])
+        state.release(job_id)
+        try:
+            state.reserve(job_id, target)
+        except ReservationError as exc:  # a late MIGRATED after the hold expired and was reused
+            log.error("migration target taken job_id=%s: %s", job_id, exc)
+        del self.moves[job_id]
+        self.parts.reservations[job_id] = self._moved_entry(entry, decision, event)
+        self._live[job_id] = decision["to_region"]
+        if decision.get("for_job_id"):
+            self._hold_room(job_id)
+        return sorted({decision["from_region"], decision["to_region"]})
+
+    def _moved_entry(
+        self, entry: Mapping[str, Any], decision: Mapping[str, Any], event: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        run = running_job(decision["job_id"], entry)
+        ts = int(event.get("ts") or self.parts.clock.now())
+        duration = (job_of(entry) or {}).get("expected_duration_s")
+        progress = float(event.get("progress") or 0.0)
+        if progress > 0 and duration:
+            done = progress * float(duration)  # the executor's own count wins
+        elif run is not None:
+            interval = float(run.job.checkpoint_interval_s or self.config.checkpoint_interval_s)
+            done = run.work_done(ts) - run.lost_on_stop(ts, interval)
+        else:
+            done = float(entry.get("done_s") or 0.0)
+        return {
+            **entry,
+            "region": decision["to_region"],
+            "assignments": decision["to_assignments"],
+            "gpu_model": decision.get("to_gpu_model") or entry.get("gpu_model"),
+            "speed": float(decision.get("expected_throughput") or entry.get("speed") or 0.0),
+            "started_ms": ts,
+            "done_s": done,
+            "restore_s": self.config.restore_s,
+            "moves": int(entry.get("moves") or 0) + 1,
+            "last_move_ms": int(decision["ts"]),
+        }
+
+    # -- recovery -----------------------------------------------------------------------------
+
+    def rebuild(
+        self,
+        decisions: Mapping[str, Sequence[Mapping[str, Any]]],
+        migrated: Mapping[str, Sequence[Mapping[str, Any]]],
+        ended: Sequence[str] | set[str],
+    ) -> None:
+        """Reconcile moves with the logs after the reservations are restored.
+
+        A move the job-event log confirms is applied to the job's reservation if the table
+        missed it; a logged move with no MIGRATED whose hold has not run out is held again;
+        holds of ended jobs are dropped.
+        """
+        state, now = self.parts.state, self.parts.clock.now()
+        self._live = {
+            j: e["region"] for j, e in self.parts.reservations.items() if not e.get("released")
+        }
+        self._runs.clear()
+        self._tried.clear()
+        self._quiet.clear()
+        for job_id, logged in decisions.items():
+            if job_id in ended or job_id not in self.parts.reservations:
+                self.moves.pop(job_id, None)
+                continue
+            last = logged[-1]
+            done = _confirmed(last, migrated.get(job_id, ()))
+            entry = self.parts.reservations[job_id]
+            if done is not None and entry.get("assignments") != last["to_assignments"]:
+                state.release(job_id)
+                self.moves[job_id] = {
+                    "region": last["from_region"], "decision": last, "hold": hold_key(job_id),
+                    "deadline_ms": 0,
+                    "status": "pending",
+                }  # fmt: skip
+                state.reserve(hold_key(job_id), parse_assignments(last["to_assignments"]))
+                self.on_migrated(done)
+            elif done is None and job_id not in self.moves and last["hold_until_ts"] > now:
+                self.moves[job_id] = {
+                    "decision": last, "hold": hold_key(job_id),
+                    "deadline_ms": int(last["hold_until_ts"]), "status": "pending",
+                }  # fmt: skip
+        for job_id, move in list(self.moves.items()):
+            if job_id in ended:
+                del self.moves[job_id]
+            elif move.get("status") == "pending":
+                try:
+                    state.reserve(
+                        move["hold"], parse_assignments(move["decision"]["to_assignments"])
+                    )
+                except ReservationError as exc:
+                    log.warning("cannot restore migration hold job_id=%s: %s", job_id, exc)
+
+
+def _confirmed(
+    decision: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The MIGRATED event that confirms `decision` (lands on its target nodes, after it)."""
+    nodes = sorted(a["node_id"] for a in decision["to_assignments"])
+    for event in reversed(events):
+        if sorted(event.get("node_ids") or ()) == nodes and event["ts"] >= decision["ts"]:
+            return event
+    return None
