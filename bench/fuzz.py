@@ -38,7 +38,13 @@ from bench._common import write_result
 from gpuflow.stack import Stack, WorkerProcess
 from infra.config import load_config
 from infra.kafka import consumer, producer
-from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_EVENTS, NODE_INVENTORY
+from infra.topics import (
+    DEADLETTER,
+    DECISIONS_MIGRATION,
+    DECISIONS_PLACEMENT,
+    JOBS_EVENTS,
+    NODE_INVENTORY,
+)
 from schemas import CodecError, SingleObjectCodec
 from streams.ledger import overbooked
 from streams.validation import Rules, problems
@@ -200,6 +206,7 @@ def main() -> None:
         executor.join(15)
         letters = [r for r in _read_all(cfg, DEADLETTER) if r["consumer"] in CONSUMER_OF.values()]
         decisions = _read_all(cfg, DECISIONS_PLACEMENT)
+        moves = _read_all(cfg, DECISIONS_MIGRATION)  # a confirmed move frees what it left
         # a release happens when the worker consumes the event, after it was produced: judge
         # the decision log against produce times (hostile events carry any ts they like)
         events = _read_all(cfg, JOBS_EVENTS, log_time=True)
@@ -223,7 +230,7 @@ def main() -> None:
             "expected_invalid": c["expected_invalid"],
             "kinds": {k[5:]: v for k, v in sorted(c.items()) if k.startswith("kind:")},
         }
-    double = overbooked(decisions, events)
+    double = overbooked(decisions, events, moves)
     result = {
         "per_topic": args.per_topic,
         "seed": args.seed,

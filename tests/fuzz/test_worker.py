@@ -21,7 +21,7 @@ from harness import CODEC, TopicReader, overbooked, run_stack, wait_for
 from agents.hostile import CONSUMED, CONSUMER_OF, HostileRecords
 from infra.config import Config
 from infra.kafka import producer
-from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_EVENTS
+from infra.topics import DEADLETTER, DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS
 from schemas import CodecError
 from streams.validation import Rules, problems
 
@@ -98,11 +98,14 @@ def test_hostile_records_on_the_real_worker(config: Config) -> None:
             TopicReader(run.config, DECISIONS_PLACEMENT),
             TopicReader(run.config, JOBS_EVENTS),
         )
-        decisions.read_to_end()  # decisions first, then every release they relied on
+        decisions.read_to_end()  # decisions, then moves, then every release they relied on
+        moves = TopicReader(run.config, DECISIONS_MIGRATION)
+        moved = moves.read_to_end()
+        moves.close()
         events.read_to_end()  # judged by when each event was produced: hostile ones carry any ts
         produced = [
             {**r, "ts": m.timestamp()[1]} for r, m in zip(events.records, events.raw, strict=True)
         ]
-        assert not overbooked(decisions.records, produced)
+        assert not overbooked(decisions.records, produced, moved)
         for reader in (letters, decisions, events):
             reader.close()

@@ -21,7 +21,7 @@ from gpuflow.stack import WorkerProcess
 from infra.broker import free_port
 from infra.config import Config
 from infra.kafka import consumer, end_offsets, producer
-from infra.topics import JOBS_SUBMITTED
+from infra.topics import DECISIONS_MIGRATION, JOBS_SUBMITTED
 from schemas import SingleObjectCodec
 from streams.ledger import overbooked
 
@@ -130,6 +130,7 @@ class TopicReader:
 
     def __init__(self, config: Config, topic: str) -> None:
         self.topic = topic
+        self.config = config
         self.kafka = config.kafka
         self.records: list[dict[str, Any]] = []
         self.raw: list[Any] = []
@@ -216,6 +217,18 @@ def check_once_and_not_overbooked(decisions: TopicReader, events: TopicReader) -
     placed = {d["job_id"] for d in decisions.records if d.get("outcome") == "PLACED"}
     finished = lambda: {e["job_id"] for e in events.poll() if e["type"] == "FINISHED"}  # noqa: E731
     assert wait_for(lambda: placed <= finished(), 90)
-    decisions.read_to_end()  # decisions first, then the events they relied on
-    assert overbooked(decisions.records, events.read_to_end()) == []
+    assert logged_overbooking(decisions, events) == []
     return placed
+
+
+def logged_overbooking(decisions: TopicReader, events: TopicReader) -> list[str]:
+    """GPUs booked twice, judged from the logs alone at a consistent cut: the placement
+    decisions first, then the migrations, then the job events (every release or MIGRATED report
+    a decision relied on was written before it, so it is inside the later cuts)."""
+    decisions.read_to_end()
+    moves = TopicReader(decisions.config, DECISIONS_MIGRATION)
+    try:
+        moved = moves.read_to_end()
+    finally:
+        moves.close()
+    return overbooked(decisions.records, events.read_to_end(), moved)

@@ -17,7 +17,7 @@ from harness import (
     Running,
     TopicReader,
     duplicated,
-    overbooked,
+    logged_overbooking,
     start_running,
     submit_jobs,
     wait_for,
@@ -145,7 +145,7 @@ def test_preemption_eviction_placement_and_the_victim_completes(
         evicted = next(e for e in events.records if e["type"] == "EVICTED")
         assert 0 < evicted["progress"] < 1 and evicted["lost_gpu_s"] == 0.0  # checkpointed
         assert duplicated(decisions.records) == {}
-        assert overbooked(decisions.records, events.records) == []
+        assert logged_overbooking(decisions, events) == []
         _lost_by_tenant_in_history(run)
         for reader in (decisions, preemptions, events):
             reader.close()
@@ -190,7 +190,7 @@ def test_sigkill_between_preemption_and_placement_loses_neither_job(
         ]
         assert len(placed) == 1 and placed[0]["ts"] > killed_at  # placed by the new worker
         assert duplicated(decisions.records) == {}
-        assert overbooked(decisions.records, events.records) == []
+        assert logged_overbooking(decisions, events) == []
         for reader in (decisions, preemptions, events):
             reader.close()
 
