@@ -145,7 +145,8 @@ def _could_pay(
     speeds = {m: tp.relative_speed(run.job, m) for m in state.models if m}
     power = {m: (s.power_w if (s := tp.catalog.get(m)) else 300.0) for m in speeds}
     names = [state.models[i] for i in state.model[slots]]
-    speed = np.array([speeds.get(m, 0.0) for m in names])
+    # at the best GPU's health-adjusted pace on the node (perf factors may exceed 1)
+    speed = np.array([speeds.get(m, 0.0) for m in names]) * state.perf[slots].max(axis=1)
     fast = speed * (1.0 + config.max_slowdown) >= run.speed
     if not fast.any():
         return False
