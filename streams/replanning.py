@@ -35,6 +35,7 @@ from scorer.replan import (
     free_node_for,
     hold_key,
     movable,
+    next_checkpoint_ms,
 )
 from streams.clock import Clock
 from streams.convert import assignment_records, job_spec, parse_assignments
@@ -228,9 +229,7 @@ class Replanner:
         then lose less or be allowed); an hour from now at most."""
         due = []
         for run in self.running(region):
-            interval = float(run.job.checkpoint_interval_s or self.config.checkpoint_interval_s)
-            if interval > 0:
-                due.append(now + int(1000 * (interval - run.compute_s(now) % interval)) + 1)
+            due.append(next_checkpoint_ms(run, now, self.config))
             if run.last_move_ms is not None:
                 due.append(run.last_move_ms + int(self.config.job_cooldown_s * 1000))
         return min([t for t in due if t > now], default=now + 3_600_000)

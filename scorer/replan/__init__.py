@@ -8,7 +8,14 @@ from __future__ import annotations
 from scorer.replan.config import ReplanConfig
 from scorer.replan.defrag import Defrag, free_node_for
 from scorer.replan.footprint import Footprint, cheaper_or_greener, footprint_saving
-from scorer.replan.migration import MoveProposal, Statement, better_match, hold_key, movable
+from scorer.replan.migration import (
+    MoveProposal,
+    Statement,
+    better_match,
+    hold_key,
+    movable,
+    next_checkpoint_ms,
+)
 from scorer.replan.progress import MoveCost, RunningJob, move_cost
 from scorer.replan.queue import Ranked, Waiting, fifo_order, speed_aware_order
 
@@ -30,5 +37,6 @@ __all__ = [
     "hold_key",
     "movable",
     "move_cost",
+    "next_checkpoint_ms",
     "speed_aware_order",
 ]

@@ -225,6 +225,17 @@ def grid(region: str, carbon: float, ts_ms: int) -> dict[str, Any]:
             "carbon_g_per_kwh": carbon, "price_per_kwh": 0.1}  # fmt: skip
 
 
+def dirty_and_clean(gavel: ThroughputModel, **kw: Any) -> tuple[Scheduler, FleetTracker]:
+    """x (10 h, checkpoints every 600 s) runs on the dirty V100; a (1 h) on the clean one."""
+    dirty, clean = node("d", "V100-16", 1), node("c", "V100-16", 1)
+    dirty["region"], clean["region"] = "dirty", "clean"
+    s = make(gavel, dirty, clean, max_slowdown=0.05)
+    submit(s, job("a", 1_000, 1, allowed_regions=["clean"]))
+    placed = submit(s, job("x", 2_000, 10, allowed_regions=["dirty", "clean"], **kw))
+    assert placed[0].record["region"] == "dirty"
+    return s, FleetTracker(s, stale_after_s=1e9)
+
+
 @pytest.mark.parametrize(
     ("clean_g", "checkpointable", "moved"),
     [
@@ -240,15 +251,7 @@ def grid(region: str, carbon: float, ts_ms: int) -> dict[str, Any]:
 def test_a_job_moves_to_a_region_whose_grid_is_much_cleaner(
     gavel: ThroughputModel, clean_g: float, checkpointable: bool, moved: bool
 ) -> None:
-    dirty, clean = node("d", "V100-16", 1), node("c", "V100-16", 1)
-    dirty["region"], clean["region"] = "dirty", "clean"
-    s = make(gavel, dirty, clean, max_slowdown=0.05)
-    # a (1 h) takes the clean V100 first; x (10 h) gets the dirty one
-    submit(s, job("a", 1_000, 1, allowed_regions=["clean"]))
-    placed = submit(s, job("x", 2_000, 10, allowed_regions=["dirty", "clean"],
-                           checkpointable=checkpointable))  # fmt: skip
-    assert placed[0].record["region"] == "dirty"
-    fleet = FleetTracker(s, stale_after_s=1e9)
+    s, fleet = dirty_and_clean(gavel, checkpointable=checkpointable)
     fleet.on_grid(grid("dirty", 400.0, 3_000))
     fleet.on_grid(grid("clean", clean_g, 3_000))
     finish(s, "a", 3_601_000)  # the clean V100 frees
@@ -264,3 +267,16 @@ def test_a_job_moves_to_a_region_whose_grid_is_much_cleaner(
         assert any("carbon" in r for r in got[0]["reasons"])
         # held: the clean V100 is promised to x until MIGRATED or the hold runs out
         assert s.state.free_gpus("clean") == {}
+
+
+def test_a_grid_change_wakes_a_quiet_pass(gavel: ThroughputModel) -> None:
+    s, fleet = dirty_and_clean(gavel)
+    fleet.on_grid(grid("dirty", 400.0, 3_000))
+    fleet.on_grid(grid("clean", 390.0, 3_000))
+    finish(s, "a", 3_601_000)
+    assert moves(follow(s, s.on_tick(3_602_000))) == []  # 1 % saved: nothing pays, quiet
+    # the clean grid drops to 40 g/kWh; nothing else changed (same free GPUs, no checkpoint
+    # passed between 3.602 and 3.603 Ms): the next tick looks again and x moves
+    fleet.on_grid(grid("clean", 40.0, 3_602_500))
+    (move,) = moves(follow(s, s.on_tick(3_603_000)))
+    assert (move["job_id"], move["to_region"], move["reason"]) == ("x", "clean", "GREENER")
