@@ -324,7 +324,10 @@ def _build(cls: type, section: str, values: Mapping[str, Any]) -> Any:
     for name, value in kwargs.items():
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise ConfigError(f"{section}.{name}: must be >= 0, got {value}")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:  # a section's own check (e.g. replan.carbon_weight in [0, 1])
+        raise ConfigError(f"{section}.{exc}" if section else str(exc)) from None
 
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:

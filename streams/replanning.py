@@ -31,9 +31,11 @@ from scorer.replan import (
     RunningJob,
     Statement,
     better_match,
+    cheaper_or_greener,
     free_node_for,
     hold_key,
     movable,
+    next_checkpoint_ms,
 )
 from streams.clock import Clock
 from streams.convert import assignment_records, job_spec, parse_assignments
@@ -94,6 +96,7 @@ class Replanner:
         self._tried: dict[str, tuple[object, int]] = {}  # failed tries (scorer.replan)
         self._live: dict[str, str] = {}  # job_id -> region of jobs holding GPUs
         self._quiet: dict[str, tuple[object, int]] = {}  # region -> (free GPUs, next due ms)
+        self._green_quiet: dict[str, tuple[object, int]] = {}  # same, for cheaper/greener
         # defragmentation in flight: gang -> {region, node, room (hold key)}; the node's GPUs
         # are held for the gang as its movers leave (in memory: a restart lets them go)
         self.rooms: dict[str, dict[str, Any]] = {}
@@ -186,6 +189,50 @@ class Replanner:
             later = [t for t in (*due, *cooled) if t > now]
             self._quiet[region] = (signature, min(later, default=now + 3_600_000))
         return [self._commit(p, now) for p in proposals]
+
+    def cheaper_or_greener(self, region: str) -> list[Outgoing]:
+        """Moves of `region`'s running jobs to GPUs (here or in another region this worker
+        holds) that finish them for less money and/or carbon, by more than the margin and no
+        later (`scorer.replan.footprint`; targets held).
+
+        A pass that found nothing is not repeated until the free GPUs or the grid signals
+        change, or a checkpoint or cooldown of one of its jobs passes."""
+        if not self.config.footprint:
+            return []
+        now, state = self.parts.clock.now(), self.parts.state
+        signature = (
+            tuple(sorted(state.free_gpus().items())),
+            state.carbon.tobytes(),
+            state.price.tobytes(),
+        )
+        quiet = self._green_quiet.get(region)
+        if quiet is not None and quiet[0] == signature and now < quiet[1]:
+            return []
+        budget = min(self.config.max_moves_per_pass, self.region_budget(region, now))
+        runs = [r for r in self.running(region) if movable(r, now, self.config) is None]
+        if budget <= 0 or not runs:
+            return []
+        # another region only where nothing waits: its free GPUs are its queue's first
+        waiting = {str(r["region"]) for r in self.parts.queue.values()}
+        regions = [r for r in state.regions if r == region or r not in waiting]
+        statement = Statement(state)
+        proposals = cheaper_or_greener(
+            state, self.parts.placer, runs, now, self.config, statement, budget=budget,
+            regions=regions,
+        )  # fmt: skip
+        if not proposals:
+            self._green_quiet[region] = (signature, self._next_due(region, now))
+        return [self._commit(p, now) for p in proposals]
+
+    def _next_due(self, region: str, now: int) -> int:
+        """When a job of `region` next passes a checkpoint or leaves its cooldown (a move could
+        then lose less or be allowed); an hour from now at most."""
+        due = []
+        for run in self.running(region):
+            due.append(next_checkpoint_ms(run, now, self.config))
+            if run.last_move_ms is not None:
+                due.append(run.last_move_ms + int(self.config.job_cooldown_s * 1000))
+        return min([t for t in due if t > now], default=now + 3_600_000)
 
     def defragment(self, region: str) -> list[Outgoing]:
         """If a gang waits in `region`, free one node for it by moving a few short jobs (one
@@ -428,6 +475,7 @@ class Replanner:
         self._runs.clear()
         self._tried.clear()
         self._quiet.clear()
+        self._green_quiet.clear()
         for job_id, logged in decisions.items():
             if job_id in ended or job_id not in self.parts.reservations:
                 self.moves.pop(job_id, None)

@@ -650,6 +650,7 @@ class Scheduler:
         out.extend(self.retry_queue(region))
         if self.replanner is not None:
             out.extend(self.replanner.better_match(region))
+            out.extend(self.replanner.cheaper_or_greener(region))
             out.extend(self.replanner.defragment(region))
         return out
 

@@ -23,5 +23,16 @@ class ReplanConfig:
     region_max_moves: int = 8  # ... in any such window (the executor's checkpoint bandwidth)
     max_moves_per_pass: int = 4  # better-match moves proposed per region and pass
     defrag_moves_per_pass: int = 2  # defragmentation moves proposed per region and pass
+    # cheaper or greener (scorer.replan.footprint): a move must cut the job's remaining
+    # footprint by this share, restore and lost work charged, weighted like the deferral's
+    footprint: bool = True  # look for cheaper or greener places at all
+    footprint_margin: float = 0.10  # 10 %: small price or grid swings do not move jobs
+    carbon_weight: float = 0.5  # 1: carbon only, 0: price only (forecast.deferral_carbon_weight)
+    max_slowdown: float = 0.0  # a move may finish at most this share later (0: never later)
+    cross_region: bool = True  # to other regions this worker holds (allowed_regions permitting)
     aging: float = 0.25  # queue: a second waited takes 0.25 s off a job's key (it outranks any
     # newcomer after waiting 4x its own expected time there, so nothing starves)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.carbon_weight <= 1.0:
+            raise ValueError(f"carbon_weight: must be in [0, 1], got {self.carbon_weight}")

@@ -22,7 +22,14 @@ from scorer.replan.progress import MoveCost, RunningJob, move_cost
 from scorer.state import ClusterState
 from scorer.types import Assignment, PlacementResult
 
-__all__ = ["MoveProposal", "Statement", "better_match", "hold_key", "movable"]
+__all__ = [
+    "MoveProposal",
+    "Statement",
+    "better_match",
+    "hold_key",
+    "movable",
+    "next_checkpoint_ms",
+]
 
 HOLD = "#move"  # suffix of the reservation that holds a move's target GPUs
 
@@ -123,7 +130,7 @@ def better_match(
     for _, run, signature in ranked[: 3 * budget]:  # a bounded number of placer calls per pass
         proposal = _try(state, placer, run, now_ms, config, region(run))
         if proposal is None:
-            tried[run.job_id] = (signature, _next_checkpoint_ms(run, now_ms, config))
+            tried[run.job_id] = (signature, next_checkpoint_ms(run, now_ms, config))
         elif statement.hold(hold_key(run.job_id), proposal.target.assignments):
             out.append(proposal)
             if len(out) >= budget:
@@ -131,7 +138,8 @@ def better_match(
     return out
 
 
-def _next_checkpoint_ms(run: RunningJob, now_ms: int, config: ReplanConfig) -> int:
+def next_checkpoint_ms(run: RunningJob, now_ms: int, config: ReplanConfig) -> int:
+    """Just after the job's next periodic checkpoint (a move then loses least)."""
     interval = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
     if interval <= 0:
         return now_ms

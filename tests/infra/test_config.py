@@ -301,3 +301,13 @@ def test_network_section_and_links_file(tmp_path: Path) -> None:
         load_links(bad)
     with pytest.raises(ConfigError, match=r"network\.policy"):
         allocation_policy(load_config(env={}, network={"policy": "greedy"}).network)
+
+
+def test_replan_carbon_weight_out_of_range_names_the_field(tmp_path: Path) -> None:
+    # 1 is carbon only, 0 price only; 1.5 is no weight at all
+    with pytest.raises(ConfigError, match=r"^replan\.carbon_weight: must be in \[0, 1\], got 1.5"):
+        load_config(write_toml(tmp_path, "[replan]\ncarbon_weight = 1.5\n"), env={})
+    config = load_config(
+        env={"GPUFLOW_REPLAN_CARBON_WEIGHT": "1", "GPUFLOW_REPLAN_MAX_SLOWDOWN": "0.02"}
+    )
+    assert (config.replan.carbon_weight, config.replan.max_slowdown) == (1.0, 0.02)

@@ -148,3 +148,30 @@ def test_a_job_written_before_the_network_fields_decodes_with_their_defaults() -
     name, decoded = SingleObjectCodec().decode(avro_encode(library, record))
     assert name == "JobSubmitted" and decoded["job_id"] == "old-2"
     assert (decoded["grad_accum_steps"], decoded["micro_batch"], decoded["seq_len"]) == (1, 2, 4096)
+
+
+def test_a_move_written_before_cheaper_and_greener_decodes_and_new_reasons_round_trip() -> None:
+    # issue 10 added CHEAPER and GREENER to MigrationReason; the version before still decodes
+    old = json.loads((PREVIOUS / "MigrationDecision.d3e08c4e91a08cb0.avsc").read_text())
+    reason = next(f for f in old["fields"] if f["name"] == "reason")["type"]
+    assert "GREENER" not in reason["symbols"]
+    library = avro.schema.parse(json.dumps(old))
+    record = {**_defaults(old), "event_id": "m", "ts": datetime(2025, 1, 1, tzinfo=UTC),
+              "job_id": "x", "from_region": "a", "to_region": "a", "reason": "BETTER_MATCH",
+              "hold_until_ts": datetime(2025, 1, 1, 0, 5, tzinfo=UTC)}  # fmt: skip
+    codec = SingleObjectCodec()
+    name, decoded = codec.decode(avro_encode(library, record))
+    assert name == "MigrationDecision"
+    assert (decoded["job_id"], decoded["reason"]) == ("x", "BETTER_MATCH")
+    # a GREENER move round-trips through the current version
+    greener = {**decoded, "reason": "GREENER", "to_region": "b"}
+    assert codec.decode(codec.encode("MigrationDecision", greener))[1]["reason"] == "GREENER"
+    # a reader still on the old version reads a new symbol as the enum's default
+    from fastavro import parse_schema, schemaless_reader, schemaless_writer
+
+    buf = io.BytesIO()
+    schemaless_writer(buf, default_schemas().get("MigrationDecision").parsed, greener)
+    buf.seek(0)
+    as_old = schemaless_reader(buf, default_schemas().get("MigrationDecision").parsed,
+                               parse_schema(old))  # fmt: skip
+    assert as_old["reason"] == "DEFRAGMENTATION"  # type: ignore[call-overload,index]

@@ -13,6 +13,7 @@ from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_ROUTED
 from scorer import ClusterState, ThroughputModel, gavel_throughputs, make_placer
 from scorer.replan import ReplanConfig
 from streams.clock import EventClock
+from streams.fleet import FleetTracker
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
@@ -214,3 +215,68 @@ def test_an_expired_move_frees_the_region_budget_after_the_window(
     assert replanner.region_budget("r", 3_902_000) == 1
     (again,) = moves(follow(s, s.on_tick(3_902_000)))
     assert again["job_id"] == "x" and again["ts"] == 3_902_000 != first["ts"]
+
+
+# -- cheaper or greener ------------------------------------------------------------------------
+
+
+def grid(region: str, carbon: float, ts_ms: int) -> dict[str, Any]:
+    return {"event_id": f"g-{region}-{ts_ms}", "ts": ts_ms, "region": region,
+            "carbon_g_per_kwh": carbon, "price_per_kwh": 0.1}  # fmt: skip
+
+
+def dirty_and_clean(gavel: ThroughputModel, **kw: Any) -> tuple[Scheduler, FleetTracker]:
+    """x (10 h, checkpoints every 600 s) runs on the dirty V100; a (1 h) on the clean one."""
+    dirty, clean = node("d", "V100-16", 1), node("c", "V100-16", 1)
+    dirty["region"], clean["region"] = "dirty", "clean"
+    s = make(gavel, dirty, clean, max_slowdown=0.05)
+    submit(s, job("a", 1_000, 1, allowed_regions=["clean"]))
+    placed = submit(s, job("x", 2_000, 10, allowed_regions=["dirty", "clean"], **kw))
+    assert placed[0].record["region"] == "dirty"
+    return s, FleetTracker(s, stale_after_s=1e9)
+
+
+@pytest.mark.parametrize(
+    ("clean_g", "checkpointable", "moved"),
+    [
+        # 400 -> 40 g/kWh on the same V100: carbon 1 - 0.1 x 1.0017 = 90 %, price -0.17 %,
+        # weighted 45 % > margin 10 %: x moves to `clean`
+        (40.0, True, True),
+        # 400 -> 390 g/kWh: carbon 2.3 %, weighted 1 % < 10 %: stays
+        (390.0, True, False),
+        # never a job that cannot checkpoint
+        (40.0, False, False),
+    ],
+)
+def test_a_job_moves_to_a_region_whose_grid_is_much_cleaner(
+    gavel: ThroughputModel, clean_g: float, checkpointable: bool, moved: bool
+) -> None:
+    s, fleet = dirty_and_clean(gavel, checkpointable=checkpointable)
+    fleet.on_grid(grid("dirty", 400.0, 3_000))
+    fleet.on_grid(grid("clean", clean_g, 3_000))
+    finish(s, "a", 3_601_000)  # the clean V100 frees
+    # x ran 3599 s at 1.0 (checkpoints every 600 s: 3000 s kept, 599 s lost): 32401 s left;
+    # moving costs 60 s + 599 s redone = 33060 s, 2.0 % later (max_slowdown 5 %)
+    out = follow(s, s.on_tick(3_602_000))
+    got = moves(out)
+    assert [(m["job_id"], m["to_region"], m["reason"]) for m in got] == (
+        [("x", "clean", "GREENER")] if moved else []
+    )
+    if moved:
+        assert got[0]["from_region"] == "dirty"
+        assert any("carbon" in r for r in got[0]["reasons"])
+        # held: the clean V100 is promised to x until MIGRATED or the hold runs out
+        assert s.state.free_gpus("clean") == {}
+
+
+def test_a_grid_change_wakes_a_quiet_pass(gavel: ThroughputModel) -> None:
+    s, fleet = dirty_and_clean(gavel)
+    fleet.on_grid(grid("dirty", 400.0, 3_000))
+    fleet.on_grid(grid("clean", 390.0, 3_000))
+    finish(s, "a", 3_601_000)
+    assert moves(follow(s, s.on_tick(3_602_000))) == []  # 1 % saved: nothing pays, quiet
+    # the clean grid drops to 40 g/kWh; nothing else changed (same free GPUs, no checkpoint
+    # passed between 3.602 and 3.603 Ms): the next tick looks again and x moves
+    fleet.on_grid(grid("clean", 40.0, 3_602_500))
+    (move,) = moves(follow(s, s.on_tick(3_603_000)))
+    assert (move["job_id"], move["to_region"], move["reason"]) == ("x", "clean", "GREENER")
