@@ -26,6 +26,13 @@ def _state(cfg: Config) -> dict:
     return httpx.get(url, timeout=5).json()
 
 
+def _metrics(cfg: Config) -> dict:
+    import httpx
+
+    url = f"http://{cfg.worker.web_host}:{cfg.worker.web_port}/metrics/"
+    return httpx.get(url, timeout=5).json()
+
+
 def test_free_capacity_matches_the_fleet_and_silent_nodes_go_stale(config: Config) -> None:
     cfg = dataclasses.replace(
         config,
@@ -63,9 +70,13 @@ def test_free_capacity_matches_the_fleet_and_silent_nodes_go_stale(config: Confi
         fleet.inject(Fault("node_down", silent["node_id"]))
         killed = time.monotonic()
         expected[silent["region"]] -= silent["gpu_count"]
-        assert wait_for(lambda: silent["node_id"] in _state(cfg)["stale_nodes"], 30)
-        # the tracker checks once per summary interval: allow that on top of stale_after_s
-        assert time.monotonic() - killed <= STALE_AFTER_S + cfg.worker.summary_interval_s + 3
+        assert wait_for(lambda: silent["node_id"] in _state(cfg)["stale_nodes"], 60)
+        took = time.monotonic() - killed
+        # the tracker checks once per summary interval, and a node's last report counts from
+        # when the worker reads it: allow both on top of stale_after_s (on a loaded machine
+        # the 2,000 nodes' telemetry is read seconds behind)
+        lag_s = (_metrics(cfg)["telemetry_lag_ms"]["p99"] or 0.0) / 1000
+        assert took <= STALE_AFTER_S + cfg.worker.summary_interval_s + 3 + lag_s, (took, lag_s)
         assert wait_for(matches, 10), (_state(cfg), expected)
         assert all(len(_state(cfg)["stale_nodes"]) == 1 for _ in range(3))
     finally:
