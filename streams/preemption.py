@@ -236,7 +236,9 @@ class Preemptions:
         return out
 
     def sweep(self, region: str) -> list[Outgoing]:
-        """Waiting jobs that may preempt (or reclaim), a few per tick, in fair order."""
+        """Waiting jobs that may preempt (or reclaim), a few per tick, in fair order. A job no
+        eviction can bring within its quota (`VictimSearch.quota_may_admit`) is passed over
+        without using one of the tick's searches."""
         if not self.policy.enabled:
             return []
         tenancy = self.s.tenancy
@@ -255,6 +257,7 @@ class Preemptions:
             and (reclaim or entry_priority(r) > lowest)
         ]  # fmt: skip
         out: list[Outgoing] = []
+        relief: dict[Any, Any] = {}
         with tenancy.one_pass():
             tries = 0
             for routed in tenancy.fair_order(region, waiting):
@@ -264,9 +267,16 @@ class Preemptions:
                     continue  # searched since anything last changed
                 if entry_priority(routed) <= lowest and not self.search.may_reclaim(routed, region):
                     continue
+                if not self._may_admit(routed, region, relief):
+                    continue  # over its quota whatever is evicted: no search spent on it
                 tries += 1
                 out.extend(self.try_preempt(routed, region))
         return out
+
+    def _may_admit(self, routed: Mapping[str, Any], region: str, relief: dict[Any, Any]) -> bool:
+        spec = self.s.spec_of(routed)
+        prio = self.s.tenancy.priority(spec)
+        return not isinstance(prio, str) and self.search.quota_may_admit(spec, prio, region, relief)
 
     def restore(self) -> None:
         """After a rebuild: who is targeted, what is claimed, what is held. A victim whose

@@ -6,7 +6,10 @@ by the scheduler's `within_tenant_order`. The first job that cannot start (not e
 gets a reservation at its earliest start (`scorer.tenancy.backfill`), from the expected end of
 the jobs holding GPUs; a later job then starts only where it does not delay that start: it is
 expected to end before it, or it keeps off the reserved GPUs that are free now (placed with
-those GPUs held for the pass). Work per pass is bounded by `max_refusals`.
+those GPUs held for the pass). Work per pass is bounded by `max_refusals`: refusals by the
+placer (CAPACITY, BACKFILL). A job its tenant's quota refuses (QUOTA, ALLOWANCE) costs no
+placer call and does not count: like Kueue's BestEffortFIFO, an inadmissible job never keeps
+the jobs behind it from being tried.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from scorer.framework import CycleContext
 from scorer.outcome import model_vectors
 from scorer.tenancy import Reservation, earliest_start, held_now
 from streams.outbox import Outgoing
-from streams.tenancy import BACKFILL, CAPACITY, GANG_RESERVATION, HOLD
+from streams.tenancy import ALLOWANCE, BACKFILL, CAPACITY, GANG_RESERVATION, HOLD, QUOTA
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
@@ -47,6 +50,7 @@ def _whole_gpus(job: Mapping[str, Any]) -> int:
     return int(job.get("gpu_count", 1)) if int(job.get("gpu_milli", 1000)) >= 1000 else 0
 
 
+_GATED = frozenset((QUOTA, ALLOWANCE))  # refusals of the quota gate, before any placer call
 _HEAD_TRIES = 2  # jobs per pass that may try for the reservation (the first may wait on quota)
 
 
@@ -88,6 +92,8 @@ def _pass(
             free -= need
             order.placed(routed)
             continue
+        if code in _GATED:
+            continue  # refused by quota alone: no placer call spent
         refused += 1
         if hold is None and head_tries > 0 and code == CAPACITY:
             head_tries -= 1

@@ -173,6 +173,30 @@ class VictimSearch:
                 if assignments:
                     st.reserve(job_id, assignments)
 
+    def quota_may_admit(
+        self, spec: JobSpec, prio: JobPriority, region: str, relief: dict[Any, Any]
+    ) -> bool:
+        """Could any victim set bring the job within its quota? An upper bound: its quota gate
+        with every job of its own tenant it outranks gone and other tenants' usage there at
+        zero (victims only lower usage). False: a search cannot succeed, whatever runs.
+        `relief` memoizes that usage per (tenant, priority) within one sweep."""
+        tenancy = self.s.tenancy
+        if not tenancy.policy.quotas_enabled:
+            return True
+        key = (spec.tenant, prio.value)
+        if key not in relief:
+            usage = tenancy.usage()
+            for run in tenancy.running.values():
+                if run.region != region or run.job_id in self.targeted:
+                    continue
+                cell = (run.tenant, run.region, run.gpu_class)
+                if run.tenant != spec.tenant:
+                    usage[cell] = 0
+                elif run.preemptible and run.priority < prio.value:
+                    usage[cell] = usage.get(cell, 0) - run.milli
+            relief[key] = usage
+        return bool(tenancy.gate(spec, region, relief[key]).tiers)
+
     def may_reclaim(self, routed: Mapping[str, Any], region: str) -> bool:
         """Within nominal in some class where a cohort member borrows (a cheap pre-check)."""
         tenancy = self.s.tenancy

@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from scorer.tenancy import parse_policy
+
 BATCH = {"tenant": "batch-team", "priority_class": "batch", "checkpoint_interval_s": 600,
          "expected_duration_s": 3600.0}  # fmt: skip
 SERVING = {"tenant": "serving", "priority_class": "online-inference", "kind": "INFERENCE",
@@ -170,3 +172,34 @@ def test_unknown_priority_class_is_rejected_with_the_field(world: Any) -> None:
     [d] = w.submit("x", priority_class="vip")
     assert d.record["outcome"] == "REJECTED"
     assert "priority_class: unknown class 'vip'" in d.record["reasons"][0]
+
+
+def test_jobs_no_eviction_can_bring_within_quota_do_not_use_up_the_sweep(world: Any) -> None:
+    """The timer lets `searches_per_tick` (4) waiting jobs per region look for victims. One
+    node of 8 GPUs; S (nominal 4) runs 3 online-inference GPUs, B (nominal 4) runs five 1-GPU
+    batch jobs (borrowing 1): full. S queues four 2-GPU online-inference jobs (3 + 2 > 4, and
+    non-preemptible work runs within nominal: no eviction of B's jobs changes S's own usage)
+    and then x, 1 GPU (3 + 1 <= 4: it may reclaim B's borrowed GPU). Preemption is switched on
+    by a policy reload; on the next tick the four hopeless jobs used to take the four searches
+    before x. Now they are passed over and x reclaims one of B's jobs."""
+    cohort = {"S": {"cohort": "c", "quotas": [{"nominal": 4}]},
+              "B": {"cohort": "c", "quotas": [{"nominal": 4}]}}  # fmt: skip
+    w = world(policy={"tenants": cohort, "preemption": {"enabled": False}})
+    serving = {"tenant": "S", "priority_class": "online-inference", "expected_duration_s": 3600.0}
+    batch = {"tenant": "B", "priority_class": "batch", "expected_duration_s": 3600.0,
+             "checkpoint_interval_s": 600}  # fmt: skip
+    for i in range(3):
+        w.submit(f"s{i}", **serving)
+    for i in range(5):
+        w.submit(f"b{i}", **batch)
+    for i in range(4):
+        w.advance(1)
+        [d] = w.submit(f"big{i}", gpu_count=2, **serving)
+        assert d.record["wait_reason"] == "QUOTA"
+    w.advance(1)
+    [d] = w.submit("x", **serving)
+    assert d.record["wait_reason"] == "CAPACITY"
+    w.s.tenancy.policy = parse_policy({"tenants": cohort})  # reloaded: preemption on
+    w.tick(30)
+    [pre] = w.preemptions()
+    assert pre["for_job_id"] == "x" and pre["cause"] == "RECLAIM" and pre["victim_tenant"] == "B"

@@ -124,3 +124,33 @@ def test_without_backfill_a_long_job_takes_the_free_gpus(world: Any) -> None:
     w.tick(1)
     [long] = w.submit("long", expected_duration_s=5000.0)
     assert long.record["outcome"] == "PLACED"
+
+
+def test_jobs_their_quota_refuses_do_not_end_the_retry_pass(world: Any) -> None:
+    """Kueue's BestEffortFIFO: a job its tenant's quota refuses costs no placement attempt and
+    must not keep the jobs behind it from being tried. One node of 8 GPUs; S (nominal 4) runs
+    3 online-inference GPUs, B (nominal 4) runs 2 + 1 + 1 + 1 = 5 (borrowing 1): full.
+    S queues nine 2-GPU online-inference jobs (3 + 2 > 4: non-preemptible work runs within
+    nominal, QUOTA) and then x, 1 GPU (3 + 1 <= 4, CAPACITY). B's 2-GPU job ends: 2 free. The
+    pass tries S's jobs oldest first; 9 quota refusals used to exceed the pass's 8 refusals
+    and end it before x. Now x starts (S 3 + 1 = 4, B 3: 8 of 8)."""
+    policy = {**COHORT, "tenants": {"S": COHORT["tenants"]["A"], "B": COHORT["tenants"]["B"]}}
+    w = world(policy={**policy, "preemption": {"enabled": False}})
+    serving = {**job("S"), "priority_class": "online-inference"}
+    for i in range(3):
+        [d] = w.submit(f"s{i}", **serving)
+        assert d.record["outcome"] == "PLACED"
+    for i, gpus in enumerate((2, 1, 1, 1)):
+        [d] = w.submit(f"b{i}", gpu_count=gpus, **job("B"))
+        assert d.record["outcome"] == "PLACED"
+    for i in range(9):
+        w.advance(1)
+        [d] = w.submit(f"big{i}", gpu_count=2, **serving)
+        assert d.record["wait_reason"] == "QUOTA"
+    w.advance(1)
+    [d] = w.submit("x", **serving)
+    assert d.record["outcome"] == "QUEUED" and d.record["wait_reason"] == "CAPACITY"
+    out = w.report("b0", "FINISHED")
+    placed = [m.record["job_id"] for m in out if m.record.get("outcome") == "PLACED"]
+    assert placed == ["x"]
+    assert w.s.tenancy.waits["big0"][0] == "QUOTA"
