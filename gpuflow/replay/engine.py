@@ -285,6 +285,8 @@ def _on_preemption(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, An
         return _evict(result, job_id, d["region"], checkpoint_at=saved,
                       detail=f"preempted for {d['for_job_id']}")  # fmt: skip
 
+    if at <= twin.now:  # an instant checkpoint: stopped before anything else is decided
+        return stop()
     later(result, at, stop)
     return []
 

@@ -85,6 +85,10 @@ def replay_policy(
     if trace.links and twin_config is None:
         network = TwinNetwork.for_trace(trace, NetworkTwinConfig(mode=quotas))
         twin_config = TwinConfig(network=network)
+    if policy in ROUND_POLICIES and twin_config is None:
+        # a round policy stops and resumes jobs within one tick (a lease not renewed, then the
+        # round's new placement): its checkpoint is taken as instant, its restore still paid
+        twin_config = TwinConfig(checkpoint_s=0.0)
     if tick_s is None and policy in ROUND_POLICIES:
         tick_s = ROUND_POLICIES[policy][1]
     elif tick_s is None and PRESETS[policy].replan:
