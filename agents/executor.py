@@ -41,7 +41,7 @@ from infra.topics import (
     DECISIONS_PREEMPTION,
     JOBS_EVENTS,
 )
-from schemas import DecodeError, make_codec
+from schemas import DecodeError, make_codec, timestamp_ms
 
 __all__ = ["ExecutorStats", "ExecutorTwin", "RecentJobs"]
 
@@ -223,7 +223,7 @@ class ExecutorTwin:
             self.stats.duplicates += 1
             return
         self._moves_seen.add(move["event_id"])
-        hold_until = _epoch_ms(move.get("hold_until_ts"))
+        hold_until = timestamp_ms(move.get("hold_until_ts"))
         if hold_until and time.time() * 1000 > hold_until:
             log.warning("migration not carried out job_id=%s (its hold expired)", run.job_id)
             return
@@ -327,10 +327,3 @@ class ExecutorTwin:
             log.error("executor producer failed for good (%s); starting a new one", exc)
             self._producer = producer(self.config.kafka)
             self._producer.produce(JOBS_EVENTS, key=key, value=value, partition=partition)
-
-
-def _epoch_ms(value: Any) -> int:
-    """Avro timestamp-millis may arrive decoded as a datetime."""
-    if value is None:
-        return 0
-    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)

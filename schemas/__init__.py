@@ -5,6 +5,7 @@ from __future__ import annotations
 from schemas.codec import MAGIC, Codec, ConfluentCodec, SingleObjectCodec, make_codec
 from schemas.errors import CodecError, DecodeError, EncodeError, UnknownSchemaError
 from schemas.registry import EVENT_NAMES, NAMESPACE, EventSchema, SchemaSet, default_schemas
+from schemas.timestamps import timestamp_ms
 
 __all__ = [
     "EVENT_NAMES",
@@ -21,4 +22,5 @@ __all__ = [
     "UnknownSchemaError",
     "default_schemas",
     "make_codec",
+    "timestamp_ms",
 ]

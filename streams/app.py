@@ -30,7 +30,7 @@ from infra.topics import (
     REPLAN_TICKS,
     TOPICS,
 )
-from schemas import make_codec
+from schemas import make_codec, timestamp_ms
 from scorer import (
     PRESETS,
     Catalog,
@@ -256,7 +256,7 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                 if record is None:
                     continue
                 await rt.ensure_ready()
-                ts, regions = _ms(record["ts"]), [record["region"]]
+                ts, regions = timestamp_ms(record["ts"]), [record["region"]]
                 stale = 3000 * rt.config.worker.replan_interval_s
                 if rt.config.worker.clock == "wall" and time.time() * 1000 - ts > stale:
                     continue  # replayed after a restart: a fresh tick follows
@@ -454,8 +454,3 @@ def _register_timers(app: faust.App, rt: Runtime) -> None:
         if rt._ready.is_set():
             await rt.send_all(rt.fleet.mark_stale())
             await rt.send_all(rt.fleet.summaries())
-
-
-def _ms(value: Any) -> int:
-    """Avro timestamp-millis may arrive decoded as a datetime."""
-    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)

@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 from infra.config import KafkaConfig
 from infra.kafka import consumer
 from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, TOPICS
-from schemas import Codec, DecodeError
+from schemas import Codec, DecodeError, timestamp_ms
 
 __all__ = [
     "overbooked",
@@ -156,13 +156,13 @@ def overbooked(
         end = min((t for t in mine if t >= d["ts"]), default=2**62)
         start, current = int(d["ts"]), d["assignments"]
         reports = sorted(t for t in migrated.get(d["job_id"], ()) if d["ts"] <= t < end)
-        for m in sorted(by_job.get(d["job_id"], ()), key=lambda m: _ms(m["ts"])):
-            at = _ms(m["ts"])
+        for m in sorted(by_job.get(d["job_id"], ()), key=lambda m: timestamp_ms(m["ts"])):
+            at = timestamp_ms(m["ts"])
             if not d["ts"] <= at < end:
                 continue
             done = next((t for t in reports if t >= at), None)
             if done is None:  # never confirmed: the target was held until the hold ran out
-                hold(m["to_assignments"], at, min(end, _ms(m.get("hold_until_ts")) or end))
+                hold(m["to_assignments"], at, min(end, timestamp_ms(m.get("hold_until_ts")) or end))
                 continue
             reports.remove(done)
             hold(current, start, done)  # what it left, freed by the confirmation
@@ -181,13 +181,6 @@ def overbooked(
                 bad.append(f"{gpu[0]}[{gpu[1]}] holds {held} milli")
                 break
     return bad
-
-
-def _ms(value: Any) -> int:
-    """A timestamp-millis field as ms (Avro may decode it as a datetime); 0 when absent."""
-    if value is None:
-        return 0
-    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else int(value)
 
 
 def read_routed_attempts(

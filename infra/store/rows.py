@@ -8,8 +8,9 @@ row per GPU) and stay arrays with derived columns where the event is the unit (d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping
-from datetime import datetime
 from typing import Any
+
+from schemas import timestamp_ms
 
 __all__ = ["CONVERTERS", "TABLE_FOR_EVENT", "ConversionError", "RowContext", "to_rows"]
 
@@ -27,16 +28,8 @@ class RowContext:
         self.node_models: MutableMapping[str, str] = dict(node_models or {})
 
 
-def _ms(value: Any) -> int | None:
-    if value is None or isinstance(value, int):
-        return value
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    return int(value)
-
-
 def _base(rec: Mapping[str, Any]) -> Row:
-    return {"ts": _ms(rec["ts"]), "event_id": rec["event_id"], "schema": rec["schema"]}
+    return {"ts": timestamp_ms(rec["ts"]), "event_id": rec["event_id"], "schema": rec["schema"]}
 
 
 def _assignments(items: list[Mapping[str, Any]]) -> tuple[list[str], list[list[int]], list[int]]:
@@ -119,7 +112,7 @@ def _copy(*fields: str) -> Callable[[Mapping[str, Any], RowContext], list[Row]]:
 def _submitted(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     skip = {"event_id", "ts", "schema"}
     row = _base(rec) | {k: v for k, v in rec.items() if k not in skip}
-    row["deferrable_until_ts"] = _ms(rec.get("deferrable_until_ts"))
+    row["deferrable_until_ts"] = timestamp_ms(rec.get("deferrable_until_ts"))
     return [row]
 
 
@@ -145,7 +138,10 @@ def _region_state(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     return [
         _base(rec)
         | {k: rec[k] for k in keep}
-        | {"window_start": _ms(rec["window_start"]), "window_end": _ms(rec["window_end"])}
+        | {
+            "window_start": timestamp_ms(rec["window_start"]),
+            "window_end": timestamp_ms(rec["window_end"]),
+        }
     ]
 
 
@@ -158,7 +154,7 @@ def _routed(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
             "tenant": job["tenant"],
             "priority": job["priority"],
             "gpu_count": job["gpu_count"],
-            "submitted_ts": _ms(rec["submitted_ts"]),
+            "submitted_ts": timestamp_ms(rec["submitted_ts"]),
             "region": rec["region"],
             "candidates": rec["candidates"],
             "attempt": rec["attempt"],
@@ -186,8 +182,8 @@ def _placement(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
         "attempt",
         "worker_us",
     )
-    ts, submitted = _ms(rec["ts"]), _ms(rec["submitted_ts"])
-    queued = _ms(rec.get("queued_ts")) or submitted
+    ts, submitted = timestamp_ms(rec["ts"]), timestamp_ms(rec["submitted_ts"])
+    queued = timestamp_ms(rec.get("queued_ts")) or submitted
     return [
         _base(rec)
         | {k: rec[k] for k in keep}
@@ -226,7 +222,7 @@ def _preemption(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
             "for_priority": int(rec.get("for_priority") or 0),
             "cause": rec.get("cause") or "PRIORITY",
             "grace_period_s": float(rec.get("grace_period_s") or 0.0),
-            "deadline_ts": _ms(rec.get("deadline_ts")),
+            "deadline_ts": timestamp_ms(rec.get("deadline_ts")),
             "expected_lost_gpu_s": float(rec.get("expected_lost_gpu_s") or 0.0),
         }
     ]
@@ -263,7 +259,7 @@ _QUOTA_EXTRA = {
 def _bandwidth(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     row = _copy("job_id", "link_id", "gbps", "phase")(rec, ctx)[0]
     extra = {k: rec.get(k, default) for k, default in _QUOTA_EXTRA.items()}
-    return [row | extra | {"valid_until_ts": _ms(rec["valid_until_ts"])}]
+    return [row | extra | {"valid_until_ts": timestamp_ms(rec["valid_until_ts"])}]
 
 
 def _link(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
@@ -280,7 +276,7 @@ def _forecast(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
         "plan": rec.get("plan", ""),
         "selected": bool(rec.get("selected", True)),
     }
-    return [row | {"issued_ts": _ms(rec["issued_ts"])} | v2]
+    return [row | {"issued_ts": timestamp_ms(rec["issued_ts"])} | v2]
 
 
 def _dead_letter(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
