@@ -63,6 +63,8 @@ def end_placement(
     s.state.release(job_id)
     if s.network is not None:
         s.network.note_released(job_id)
+    if s.replanner is not None:  # a move of it in flight ends too (its hold is released)
+        s.replanner.forget(job_id)
     s.tenancy.forget(job_id)
     out = requeue(s, job_id, entry, evicted) if evicted is not None else []
     s.reservations[job_id] = {k: v for k, v in entry.items() if k not in ("routed", "tenancy")} | {

@@ -624,8 +624,6 @@ class Scheduler:
             if self.replanner is None:
                 return []
             return self.after_release(self.replanner.on_migrated(event))
-        if self.replanner is not None and kind in ("FINISHED", "FAILED", "EVICTED"):
-            self.replanner.forget(event["job_id"])
         return on_job_event(self, event, produced_ms=produced_ms)
 
     def after_release(self, regions: Sequence[str]) -> list[Outgoing]:

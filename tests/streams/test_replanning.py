@@ -152,6 +152,20 @@ def test_confirmed_move_frees_the_old_gpus(gavel: ThroughputModel) -> None:
     assert (entry["moves"], entry["last_move_ms"]) == (1, move["ts"])
 
 
+def test_an_end_that_is_not_about_this_placement_keeps_its_move(gavel: ThroughputModel) -> None:
+    """An EVICTED of an earlier epoch (late, or replayed) frees nothing and ends nothing: the
+    move in flight keeps its hold, and its MIGRATED still lands."""
+    s = k80_job_waiting_for_a_v100(gavel)
+    moves(finish(s, "a", 3_601_000))
+    stale = {"event_id": "e-old", "type": "EVICTED", "job_id": "x", "ts": 3_650_000, "epoch": 7}
+    follow(s, s.on_job_event(stale))
+    assert s.moves["x"]["status"] == "pending" and "x#move" in s.state.jobs
+    event = {"event_id": "m-x", "type": "MIGRATED", "job_id": "x", "ts": 3_700_000,
+             "node_ids": ["v"]}  # fmt: skip
+    follow(s, s.on_job_event(event))
+    assert s.state.jobs["x"][0].node_id == "v" and s.state.free_gpus("r") == {"K80": 1}
+
+
 @pytest.mark.parametrize(("region_max_moves", "expected"), [(1, 1), (2, 2), (8, 2)])
 def test_moves_per_region_are_capped(
     gavel: ThroughputModel, region_max_moves: int, expected: int
