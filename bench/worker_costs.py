@@ -30,6 +30,8 @@ from bench._common import write_result
 from infra.topics import JOBS_ROUTED
 from schemas import SingleObjectCodec
 from scorer import ClusterState, make_placer
+from scorer.policies import preset
+from scorer.replan import ReplanConfig
 from streams.fleet import FleetTracker
 from streams.scheduling import Scheduler
 
@@ -54,11 +56,13 @@ class Stages:
         return {k: round(v * 1e6 / self.calls[k], 1) for k, v in self.cpu_s.items()}
 
 
-def _scheduler(nodes: list[dict[str, Any]]) -> Scheduler:
+def _scheduler(nodes: list[dict[str, Any]], *, replan: bool) -> Scheduler:
     state = ClusterState()
+    traits = preset("gpuflow")
     s = Scheduler(
         state, make_placer("gpuflow", state), reservations={}, queue={}, nodes={},
-        partitions=4, view_ttl_s=0.2,
+        partitions=4, view_ttl_s=0.2, moves={},
+        replan=ReplanConfig() if replan and traits.replan else None, queue_order=traits.queue,
     )  # fmt: skip
     for n in nodes:
         s.nodes[n["node_id"]] = n
@@ -71,11 +75,14 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--jobs", type=int, default=3000)
     ap.add_argument("--hold", type=int, default=400, help="jobs running at once, at most")
+    ap.add_argument(
+        "--no-replan", action="store_true", help="the preset without re-planning passes"
+    )
     ap.add_argument("--out", help="result file (default bench/results/worker_costs.json)")
     args = ap.parse_args()
     spec = demo_fleet()
     nodes = generate_nodes(spec, args.nodes, seed=1)
-    s = _scheduler(nodes)
+    s = _scheduler(nodes, replan=not args.no_replan)
     regions = [r.name for r in spec.regions]
     now = int(time.time() * 1000)
     jobs = [
@@ -91,8 +98,8 @@ def main() -> None:
         while pending:
             msg = pending.pop(0)
             if msg.topic != JOBS_ROUTED:
-                t.run("encode_PlacementDecision", CODEC.encode, "PlacementDecision", msg.record)
-                if msg.record["outcome"] == "PLACED":
+                t.run(f"encode_{msg.event}", CODEC.encode, msg.event, msg.record)
+                if msg.event == "PlacementDecision" and msg.record["outcome"] == "PLACED":
                     live.append((msg.record["job_id"], msg.record["region"]))
                 continue
             data = t.run("encode_RoutedJob", CODEC.encode, "RoutedJob", msg.record)
@@ -122,6 +129,7 @@ def main() -> None:
     placed = t.calls.get("decode_JobEvent", 0)
     result = {
         "nodes": args.nodes,
+        "replan": not args.no_replan,
         "jobs": args.jobs,
         "placed": placed,
         "queued_at_end": len(s.queue),

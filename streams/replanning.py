@@ -97,6 +97,8 @@ class Replanner:
         self._live: dict[str, str] = {}  # job_id -> region of jobs holding GPUs
         self._quiet: dict[str, tuple[object, int]] = {}  # region -> (free GPUs, next due ms)
         self._green_quiet: dict[str, tuple[object, int]] = {}  # same, for cheaper/greener
+        self._last_pass: dict[str, int] = {}  # region -> when its move passes last ran (ms)
+        self._last_green: dict[str, int] = {}  # region -> when its cheaper/greener pass ran
         # defragmentation in flight: gang -> {region, node, room (hold key)}; the node's GPUs
         # are held for the gang as its movers leave (in memory: a restart lets them go)
         self.rooms: dict[str, dict[str, Any]] = {}
@@ -147,6 +149,20 @@ class Replanner:
         return max(0, self.config.region_max_moves - begun)
 
     # -- passes -------------------------------------------------------------------------------
+
+    def passes(self, region: str) -> list[Outgoing]:
+        """The move passes of `region`: faster GPUs, cheaper or greener places, room for
+        waiting gangs. At most once per `pass_gap_s`: a burst of releases retries the queue
+        each time (the caller's part) but looks for moves once; the timer catches up."""
+        now = self.parts.clock.now()
+        if _within(self._last_pass.get(region), now, self.config.pass_gap_s):
+            return []
+        self._last_pass[region] = now
+        return [
+            *self.better_match(region),
+            *self.cheaper_or_greener(region),
+            *self.defragment(region),
+        ]
 
     def better_match(self, region: str, only: Collection[str] | None = None) -> list[Outgoing]:
         """Moves of `region`'s running jobs (`only` these, if given) to faster free GPUs that
@@ -208,6 +224,9 @@ class Replanner:
         quiet = self._green_quiet.get(region)
         if quiet is not None and quiet[0] == signature and now < quiet[1]:
             return []
+        if _within(self._last_green.get(region), now, self.config.footprint_every_s):
+            return []
+        self._last_green[region] = now
         budget = min(self.config.max_moves_per_pass, self.region_budget(region, now))
         runs = [r for r in self.running(region) if movable(r, now, self.config) is None]
         if budget <= 0 or not runs:
@@ -476,6 +495,8 @@ class Replanner:
         self._tried.clear()
         self._quiet.clear()
         self._green_quiet.clear()
+        self._last_pass.clear()
+        self._last_green.clear()
         for job_id, logged in decisions.items():
             if job_id in ended or job_id not in self.parts.reservations:
                 self.moves.pop(job_id, None)
@@ -518,3 +539,8 @@ def _confirmed(
         if sorted(event.get("node_ids") or ()) == nodes and event["ts"] >= decision["ts"]:
             return event
     return None
+
+
+def _within(last_ms: int | None, now_ms: int, gap_s: float) -> bool:
+    """`now_ms` falls less than `gap_s` after `last_ms` (a clock that went back: not within)."""
+    return last_ms is not None and last_ms <= now_ms < last_ms + gap_s * 1000

@@ -647,9 +647,7 @@ class Scheduler:
                     out.extend(self.replanner.better_match(region, only={gang}))
         out.extend(self.retry_queue(region))
         if self.replanner is not None:
-            out.extend(self.replanner.better_match(region))
-            out.extend(self.replanner.cheaper_or_greener(region))
-            out.extend(self.replanner.defragment(region))
+            out.extend(self.replanner.passes(region))
         return out
 
     def _speed_order(self, waiting: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

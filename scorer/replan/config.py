@@ -22,11 +22,16 @@ class ReplanConfig:
     region_window_s: float = 300.0  # per region at most `region_max_moves` moves begin ...
     region_max_moves: int = 8  # ... in any such window (the executor's checkpoint bandwidth)
     max_moves_per_pass: int = 4  # better-match moves proposed per region and pass
+    pass_gap_s: float = 2.0  # a region's move passes run at most this often: a burst of
+    # releases tries the queue each time but looks for moves once (the timer catches up)
     defrag_moves_per_pass: int = 2  # defragmentation moves proposed per region and pass
     # cheaper or greener (scorer.replan.footprint): a move must cut the job's remaining
     # footprint by this share, restore and lost work charged, weighted like the deferral's
     footprint: bool = True  # look for cheaper or greener places at all
     footprint_margin: float = 0.10  # 10 %: small price or grid swings do not move jobs
+    footprint_every_s: float = 60.0  # a region's pass at most once a minute: price and grid
+    # signals change over minutes to hours, and the pass asks the placer about many jobs
+    footprint_candidates: int = 8  # jobs per pass the placer is asked about (best bound first)
     carbon_weight: float = 0.5  # 1: carbon only, 0: price only (forecast.deferral_carbon_weight)
     max_slowdown: float = 0.0  # a move may finish at most this share later (0: never later)
     cross_region: bool = True  # to other regions this worker holds (allowed_regions permitting)

@@ -32,6 +32,7 @@ from scorer.replan.config import ReplanConfig
 from scorer.replan.migration import MoveProposal, Statement, hold_key, movable
 from scorer.replan.progress import MoveCost, RunningJob, move_cost
 from scorer.state import ClusterState
+from scorer.throughput import ThroughputModel
 from scorer.types import Assignment, PlacementResult
 
 __all__ = ["Footprint", "cheaper_or_greener", "footprint_saving"]
@@ -100,11 +101,23 @@ def cheaper_or_greener(
 ) -> list[MoveProposal]:
     """Up to `budget` moves of `runs` (movable ones) that cut their weighted footprint by more
     than the margin without finishing later; targets held in `statement`. `regions` limits
-    where to look (None: every region of the state)."""
-    found: list[tuple[float, MoveProposal]] = []
+    where to look (None: every region of the state).
+
+    The placer is asked only for the `footprint_candidates` jobs whose bound (`_bound`: the
+    best free node's price, grid and speed, restore and lost work charged) promises most, so
+    a pass costs a few placer cycles however many jobs run."""
+    market = _Market.of(state, placer)
+    bounds: list[tuple[float, RunningJob]] = []
     for run in runs:
         if movable(run, now_ms, config) is not None:  # never a job that cannot checkpoint
             continue
+        stay = _rate(state, placer, run.gpu_model, run.assignments)
+        bound = _bound(market, run, stay, now_ms, config)
+        if bound > config.footprint_margin:
+            bounds.append((bound, run))
+    bounds.sort(key=lambda br: (-br[0], br[1].job_id))
+    found: list[tuple[float, MoveProposal]] = []
+    for _, run in bounds[: config.footprint_candidates]:
         best = _best(state, placer, run, now_ms, config, regions)
         if best is not None:
             found.append(best)
@@ -130,38 +143,77 @@ def _places(
     return [None] if regions is None else list(regions)
 
 
-def _could_pay(
-    state: ClusterState, placer: Placer, run: RunningJob, config: ReplanConfig, stay: Footprint
-) -> bool:
-    """A cheap bound before asking the placer: some node with a free GPU (or share) runs the
-    job fast enough and for less per unit of work, by more than the margin, restore and lost
-    work left out (so the bound never drops a move that pays)."""
-    slots = state.slots()
-    need = min(run.job.gpu_milli, 1000)
-    slots = slots[state.node_ok[slots] & (state.free_milli[slots].max(axis=1, initial=0) >= need)]
-    if not slots.size:
-        return False
-    tp = placer.throughput
-    speeds = {m: tp.relative_speed(run.job, m) for m in state.models if m}
-    power = {m: (s.power_w if (s := tp.catalog.get(m)) else 300.0) for m in speeds}
-    names = [state.models[i] for i in state.model[slots]]
-    # at the best GPU's health-adjusted pace on the node (perf factors may exceed 1)
-    speed = np.array([speeds.get(m, 0.0) for m in names]) * state.perf[slots].max(axis=1)
-    fast = speed * (1.0 + config.max_slowdown) >= run.speed
-    if not fast.any():
-        return False
-    speed = np.maximum(speed, 1e-9)
-    usd = state.price[slots] / speed  # per GPU, per unit of work
-    grams = state.carbon[state.region[slots]] * np.array([power[m] for m in names]) / 1000 / speed
+@dataclass(frozen=True)
+class _Market:
+    """The nodes a move could go to (healthy, a GPU or share free) with what their GPUs cost
+    per hour: read once per pass."""
+
+    slots: np.ndarray
+    free: np.ndarray  # the largest free share on the node (milli)
+    model: np.ndarray  # model index per slot
+    perf: np.ndarray  # the node's best health-adjusted pace
+    usd: np.ndarray  # $ per GPU-hour
+    grid: np.ndarray  # g CO2 per kWh of the node's region
+    kw: np.ndarray  # board kW per model index
+    models: tuple[str, ...]
+    throughput: ThroughputModel
+
+    @classmethod
+    def of(cls, state: ClusterState, placer: Placer) -> _Market:
+        slots = state.slots()
+        free = state.free_milli[slots].max(axis=1, initial=0)
+        slots = slots[state.node_ok[slots] & (free > 0)]
+        catalog = placer.throughput.catalog
+        models = tuple(state.models)
+        kw = [(s.power_w if (s := catalog.get(m)) else 300.0) / 1000 for m in models]
+        return cls(
+            slots,
+            state.free_milli[slots].max(axis=1, initial=0),
+            state.model[slots],
+            state.perf[slots].max(axis=1, initial=0.0),
+            state.price[slots],
+            state.carbon[state.region[slots]],
+            np.asarray(kw or [0.3]),
+            models,
+            placer.throughput,
+        )
+
+
+def _bound(
+    market: _Market, run: RunningJob, stay: Footprint, now_ms: int, config: ReplanConfig
+) -> float:
+    """The most a move of `run` could save (weighted share, `footprint_saving`'s formula),
+    judged per node with a free GPU (or share): at the node's best GPU and pace, restore and
+    the work lost since the last checkpoint charged. An upper bound (a real placement runs no
+    faster and costs no less per GPU-hour), so nothing that pays is dropped; -1 when no node
+    could take the job without finishing later."""
+    if run.duration_s is None or run.speed <= 0 or not market.slots.size:
+        return -1.0
+    interval = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
+    stay_s, left = run.finish_at(now_ms), run.remaining(now_ms)
+    if stay_s is None or left is None or stay_s <= 0:
+        return -1.0
+    lost = run.lost_on_stop(now_ms, interval)
+    fits = market.free >= min(run.job.gpu_milli, 1000)
+    tp = market.throughput
+    speed_of = np.array([tp.relative_speed(run.job, m) if m else 0.0 for m in market.models])
+    speed = speed_of[market.model] * market.perf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        move_s = config.restore_s + (left + lost) / speed
+    fits &= move_s <= stay_s * (1.0 + config.max_slowdown)
+    if not fits.any():
+        return -1.0
     gpus = sum(len(a.gpu_indices) * a.gpu_milli / 1000 for a in run.assignments) or 1.0
-    share = np.zeros(slots.size)
-    weights = 0.0
-    for here, there, w in ((stay.usd_per_h, usd, 1 - config.carbon_weight),
-                           (stay.g_per_h, grams, config.carbon_weight)):  # fmt: skip
+    share, weights = np.zeros(int(fits.sum())), 0.0
+    pairs = (
+        (stay.usd_per_h, market.usd[fits], 1.0 - config.carbon_weight),
+        (stay.g_per_h, market.grid[fits] * market.kw[market.model[fits]], config.carbon_weight),
+    )
+    for here, per_gpu, w in pairs:
         if here > 0 and w > 0:
-            share += w * (1.0 - there * gpus / (here / run.speed))
+            share += w * (1.0 - per_gpu * gpus * move_s[fits] / (here * stay_s))
             weights += w
-    return weights > 0 and bool((share[fast] / weights > config.footprint_margin).any())
+    return float(share.max() / weights) if weights > 0 else -1.0
 
 
 def _best(
@@ -176,8 +228,6 @@ def _best(
     if run.duration_s is None or run.speed <= 0:
         return None
     stay = _rate(state, placer, run.gpu_model, run.assignments)
-    if not _could_pay(state, placer, run, config, stay):
-        return None
     interval = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
     options: list[PlacementResult] = []
     for region in _places(run, config, regions):

@@ -182,8 +182,10 @@ def test_moves_per_region_are_capped(
 
 def test_a_job_moves_once_per_cooldown(gavel: ThroughputModel) -> None:
     # x: K80 -> P100 when the P100 frees at 3601 s; the V100 frees at 4201 s, within the
-    # 1800 s cooldown (until 3601 + 1800 = 5401 s): x stays. The tick at 5401 s moves it.
-    s = make(gavel, node("v", "V100-16", 1), node("p", "P100", 1), node("k", "K80", 1))
+    # 1800 s cooldown (until 3601 + 1800 = 5401 s): x stays. The tick at 5401 s moves it
+    # (no gap between passes: the ticks 1 ms apart each look).
+    s = make(gavel, node("v", "V100-16", 1), node("p", "P100", 1), node("k", "K80", 1),
+             pass_gap_s=0.0)  # fmt: skip
     submit(s, job("a", 1_000, 2))  # V100
     submit(s, job("b", 1_500, 1))  # P100
     assert submit(s, job("x", 2_000, 20))[0].record["gpu_model"] == "K80"
@@ -195,6 +197,21 @@ def test_a_job_moves_once_per_cooldown(gavel: ThroughputModel) -> None:
     assert moves(follow(s, s.on_tick(5_400_999))) == []
     (second,) = moves(follow(s, s.on_tick(5_401_000)))
     assert (second["from_gpu_model"], second["to_gpu_model"]) == ("P100", "V100-16")
+
+
+def test_a_burst_of_releases_looks_for_moves_once_per_gap(gavel: ThroughputModel) -> None:
+    # x and y run on K80s; a frees a V100 at 3601 s (x moves there), b frees the other V100
+    # 0.5 s later, within the 2 s gap: no pass, y stays. The tick at 3603 s (2 s after the
+    # pass) looks again and moves y.
+    s = make(gavel, node("v", "V100-16", 2), node("k", "K80", 2))
+    submit(s, job("a", 1_000, 1))
+    submit(s, job("b", 1_000, 1))
+    submit(s, job("x", 2_000, 10))
+    submit(s, job("y", 2_100, 10))
+    assert len(moves(finish(s, "a", 3_601_000))) == 1
+    assert moves(finish(s, "b", 3_601_500)) == []
+    assert moves(follow(s, s.on_tick(3_602_999))) == []
+    assert len(moves(follow(s, s.on_tick(3_603_000)))) == 1
 
 
 @pytest.mark.parametrize(("policy", "first"), [("gpuflow", "short"), ("bestfit", "long")])
@@ -239,11 +256,15 @@ def grid(region: str, carbon: float, ts_ms: int) -> dict[str, Any]:
             "carbon_g_per_kwh": carbon, "price_per_kwh": 0.1}  # fmt: skip
 
 
-def dirty_and_clean(gavel: ThroughputModel, **kw: Any) -> tuple[Scheduler, FleetTracker]:
-    """x (10 h, checkpoints every 600 s) runs on the dirty V100; a (1 h) on the clean one."""
+def dirty_and_clean(
+    gavel: ThroughputModel, replan: dict[str, Any] | None = None, **kw: Any
+) -> tuple[Scheduler, FleetTracker]:
+    """x (10 h, checkpoints every 600 s) runs on the dirty V100; a (1 h) on the clean one.
+    The move passes look on every event (no gaps) unless `replan` says otherwise."""
     dirty, clean = node("d", "V100-16", 1), node("c", "V100-16", 1)
     dirty["region"], clean["region"] = "dirty", "clean"
-    s = make(gavel, dirty, clean, max_slowdown=0.05)
+    gaps = {"pass_gap_s": 0.0, "footprint_every_s": 0.0, **(replan or {})}
+    s = make(gavel, dirty, clean, max_slowdown=0.05, **gaps)
     submit(s, job("a", 1_000, 1, allowed_regions=["clean"]))
     placed = submit(s, job("x", 2_000, 10, allowed_regions=["dirty", "clean"], **kw))
     assert placed[0].record["region"] == "dirty"
@@ -294,3 +315,20 @@ def test_a_grid_change_wakes_a_quiet_pass(gavel: ThroughputModel) -> None:
     fleet.on_grid(grid("clean", 40.0, 3_602_500))
     (move,) = moves(follow(s, s.on_tick(3_603_000)))
     assert (move["job_id"], move["to_region"], move["reason"]) == ("x", "clean", "GREENER")
+
+
+def test_a_region_looks_for_cheaper_or_greener_places_once_a_minute(
+    gavel: ThroughputModel,
+) -> None:
+    # the same wake-up with the default gaps: dirty's pass at the tick of 3602 s found
+    # nothing, so the grid change at 3602.5 s waits for the minute to pass (3662 s)
+    s, fleet = dirty_and_clean(gavel, {"pass_gap_s": 2.0, "footprint_every_s": 60.0})
+    fleet.on_grid(grid("dirty", 400.0, 3_000))
+    fleet.on_grid(grid("clean", 390.0, 3_000))
+    finish(s, "a", 3_601_000)
+    assert moves(follow(s, s.on_tick(3_602_000))) == []
+    fleet.on_grid(grid("clean", 40.0, 3_602_500))
+    assert moves(follow(s, s.on_tick(3_605_000))) == []
+    assert moves(follow(s, s.on_tick(3_660_000))) == []  # a pass, but not a minute yet
+    (move,) = moves(follow(s, s.on_tick(3_662_000)))
+    assert (move["job_id"], move["to_region"]) == ("x", "clean")
