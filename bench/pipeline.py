@@ -225,6 +225,7 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         regions = [r.name for r in spec.regions]
         n = int(rate * seconds)
         jobs = generate_jobs(n, seed=2, regions=regions, mean_duration_s=20.0, prefix="bench")
+        ends_before = _topic_ends(cfg)
         cpu_clock = ProcessClock(pids)
         t0 = time.time() * 1000
         sent = run_jobgen(cfg, jobs, rate_per_s=rate, stop=threading.Event())
@@ -234,6 +235,7 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
             time.sleep(0.2)
         cpu_s = cpu_clock.cpu_s()
         run_s = time.time() - t0 / 1000
+        written = {t: n - ends_before.get(t, 0) for t, n in _topic_ends(cfg).items()}
         hop_stop.set()
         hop_thread.join()
         stack.check_worker()
@@ -247,7 +249,26 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         "idle_cpu_pct": {k: round(v * 100, 1) for k, v in idle_s.items()},
         # CPU above the idle baseline (fleet telemetry, timers) per decided job
         "cpu_ms_per_decided_job_above_idle": marginal,
+        # what the broker was asked to store during the run, per topic (the hop probe's too)
+        "records_written_per_decided_job": {
+            t: round(n / decided, 2) for t, n in sorted(written.items(), key=lambda kv: -kv[1]) if n
+        },
     }
+
+
+def _topic_ends(cfg: Config) -> dict[str, int]:
+    """Records written so far to each topic: the sum of its partitions' high watermarks."""
+    c = consumer(cfg.kafka, group_id=f"bench-ends-{time.time_ns()}")
+    try:
+        ends = {}
+        for name, meta in c.list_topics(timeout=10).topics.items():
+            ends[name] = sum(
+                c.get_watermark_offsets(TopicPartition(name, p), timeout=10)[1]
+                for p in meta.partitions
+            )
+        return ends
+    finally:
+        c.close()
 
 
 def _first_decision(cfg: Config, clock: DecisionClock, regions: list[str]) -> float:
