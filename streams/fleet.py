@@ -64,6 +64,7 @@ class FleetTracker:
         self._last_retry: dict[str, float] = {}
         self._last_ts: dict[str, int] = {}  # node -> ts of the last telemetry applied
         self._front = _Front()
+        self._heard: dict[str, int] = {}  # node -> ts of its newest report (inventory too)
         self.ignored: Counter[str] = Counter()  # valid events with nothing to apply
         self.retry_every_s = 1.0
         self.protection = Protection(scheduler, scheduler.tenancy.policy.protection)
@@ -83,11 +84,17 @@ class FleetTracker:
         self.s.nodes[node_id] = dict(record) | ({CORDON_KEY: cordon} if cordon else {})
         self.s.state.upsert_node(node_spec(record))
         self.s.last_seen[node_id] = time.monotonic()
+        self._heard_from(node_id, int(record.get("ts") or 0))
         shrank = held is not None and int(record["gpu_count"]) < int(held["gpu_count"])
         out = self._report_lost_gpus(node_id, int(record["gpu_count"])) if shrank else []
         if self.s.queued_in(record["region"]):
             out += self.s.retry_queue(record["region"])
         return out
+
+    def _heard_from(self, node_id: str, ts_ms: int) -> None:
+        if ts_ms:
+            self._heard[node_id] = max(ts_ms, self._heard.get(node_id, 0))
+            self._front.advance(ts_ms)
 
     def _report_lost_gpus(self, node_id: str, gpu_count: int) -> list[Outgoing]:
         lost = [
@@ -115,7 +122,7 @@ class FleetTracker:
             self.ignored["telemetry_out_of_order"] += 1
             return []
         self._last_ts[node_id] = ts
-        self._front.advance(ts)
+        self._heard_from(node_id, ts)
         self.s.last_seen[node_id] = time.monotonic()
         gpus = record.get("gpus") or []
         was_stale = node_id in self.stale
@@ -190,8 +197,10 @@ class FleetTracker:
         def silent(node_id: str, seen: float) -> bool:
             if seen >= cutoff or node_id in self.stale:
                 return False
-            heard = self._last_ts.get(node_id)
-            return front is None or not heard or front - heard > self.stale_after_s * 1000
+            if front is None:  # no report with a time read yet: silent unless some wait
+                return not behind
+            heard = self._heard.get(node_id)
+            return not heard or front - heard > self.stale_after_s * 1000
 
         newly = {n for n, seen in self.s.last_seen.items() if silent(n, seen)}
         for node_id in sorted(newly):
