@@ -137,3 +137,23 @@ def test_telemetry_sweeps_a_queue_no_release_woke() -> None:
     [placed] = f.on_telemetry(tel("n1", [gpu(i) for i in range(4)]))
     assert placed.record["job_id"] == "waiting" and placed.record["outcome"] == "PLACED"
     assert "waiting" not in f.s.queue
+
+
+@pytest.mark.parametrize(
+    ("inventory_age_s", "stale"),
+    [
+        # n1 announced itself 20 s before n2's report (stale_after_s 5): silent in the stream
+        (20, {"n1"}),
+        # n1 announced itself 1 s before: its telemetry is still to be read
+        (1, set()),
+    ],
+)
+def test_an_inventory_counts_as_hearing_from_a_node(inventory_age_s: int, stale: set[str]) -> None:
+    f = tracker()
+    now = int(time.time() * 1000)
+    f.on_inventory({**inv("n1"), "ts": now - inventory_age_s * 1000})
+    f.on_inventory({**inv("n2"), "ts": now})
+    f.on_telemetry({**tel("n2", [gpu(i) for i in range(4)]), "ts": now})
+    f.s.last_seen["n1"] = time.monotonic() - 20
+    f.mark_stale(behind=True)
+    assert f.stale == stale
