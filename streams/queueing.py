@@ -51,6 +51,9 @@ def _whole_gpus(job: Mapping[str, Any]) -> int:
 
 
 _GATED = frozenset((QUOTA, ALLOWANCE))  # refusals of the quota gate, before any placer call
+# what the quota gate reads of a job (its answer is the same for jobs alike in these)
+_GATE_FIELDS = ("tenant", "priority_class", "priority", "preemptible", "gpu_count", "gpu_milli",
+                "allowed_gpu_models")  # fmt: skip
 _HEAD_TRIES = 2  # jobs per pass that may try for the reservation (the first may wait on quota)
 
 
@@ -77,6 +80,7 @@ def _pass(
     out: list[Outgoing] = []
     hold: GangHold | None = None
     refused, head_tries = 0, _HEAD_TRIES if backfill else 0
+    gates: dict[tuple[Any, ...], tuple[str, str]] = {}
     for routed in order:
         job_id, need = routed["job"]["job_id"], _whole_gpus(routed["job"])
         if need > free:
@@ -84,13 +88,14 @@ def _pass(
                 head_tries -= 1
                 hold = reserve(s, routed, region)
             elif not (hold and hold.reservation.job_id == job_id):
-                s.tenancy.wait(job_id, CAPACITY, f"needs {need} GPUs, {free} free in {region}")
+                _short_of_gpus(s, routed, region, free, gates)
             continue
         placed, code = _try(s, routed, region, hold)
         if placed:
             out.extend(placed)
             free -= need
             order.placed(routed)
+            gates.clear()  # usage grew: the quota's answers may change
             continue
         if code in _GATED:
             continue  # refused by quota alone: no placer call spent
@@ -105,6 +110,27 @@ def _pass(
     else:
         s.tenancy.reservations.pop(region, None)
     return out
+
+
+def _short_of_gpus(
+    s: Scheduler,
+    routed: Mapping[str, Any],
+    region: str,
+    free: int,
+    gates: dict[tuple[Any, ...], tuple[str, str]],
+) -> None:
+    """A job skipped for lack of free GPUs waits with CAPACITY, unless its quota refuses it
+    anyway: then QUOTA (or ALLOWANCE) is what it waits for, and what `gpuflow queue` shows.
+    `gates` memoizes the quota's answer per job shape until a job starts in the pass."""
+    job = routed["job"]
+    key = tuple(str(job.get(field)) for field in _GATE_FIELDS)
+    if key not in gates:
+        gate = s.tenancy.gate(s.spec_of(routed), region)
+        gates[key] = (gate.code, gate.reason) if not gate.tiers else ("", "")
+    code, reason = gates[key]
+    if not code:
+        code, reason = CAPACITY, f"needs {_whole_gpus(job)} GPUs, {free} free in {region}"
+    s.tenancy.wait(job["job_id"], code, reason)
 
 
 def respect_reservation(

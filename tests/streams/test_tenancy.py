@@ -154,3 +154,27 @@ def test_jobs_their_quota_refuses_do_not_end_the_retry_pass(world: Any) -> None:
     placed = [m.record["job_id"] for m in out if m.record.get("outcome") == "PLACED"]
     assert placed == ["x"]
     assert w.s.tenancy.waits["big0"][0] == "QUOTA"
+
+
+def test_a_job_its_quota_refuses_waits_for_quota_not_capacity(world: Any) -> None:
+    """A full node (8 GPUs: S runs 4 online-inference at its nominal 4, B 4 at its nominal 4)
+    and three more 1-GPU online-inference jobs of S: 4 + 1 > 4 and non-preemptible work runs
+    within nominal, so all wait for QUOTA. A retry pass skips them for lack of free GPUs
+    (1 > 0 free); the first two ask the quota for a backfill reservation (refused: QUOTA),
+    the third used to be marked CAPACITY ("needs 1 GPUs, 0 free"), which no GPU freed by
+    another tenant would end."""
+    policy = {**COHORT, "tenants": {"S": COHORT["tenants"]["A"], "B": COHORT["tenants"]["B"]}}
+    w = world(policy=policy)
+    serving = {**job("S"), "priority_class": "online-inference"}
+    for i in range(4):
+        [d] = w.submit(f"s{i}", **serving)
+        assert d.record["outcome"] == "PLACED"
+        [d] = w.submit(f"b{i}", **job("B"))
+        assert d.record["outcome"] == "PLACED"
+    for i in range(3):
+        w.advance(1)
+        [d] = w.submit(f"more{i}", **serving)
+        assert d.record["wait_reason"] == "QUOTA"
+    w.tick(30)
+    assert [w.s.tenancy.waits[f"more{i}"][0] for i in range(3)] == ["QUOTA"] * 3
+    assert "non-preemptible work runs within nominal" in w.s.tenancy.waits["more2"][1]
