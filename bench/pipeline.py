@@ -6,7 +6,8 @@
 Starts the embedded broker, one worker, a simulated fleet of `--nodes` at 1 Hz and the
 executor twin; submits jobs at `--rate`; measures, in the same run:
   * end to end: JobSubmitted produced -> its first PlacementDecision consumed;
-  * the broker's own one hop: produce -> consume on a plain topic at 200 msgs/s;
+  * the broker's own one hop: produce -> consume on a plain topic at 20 msgs/s (a probe, not
+    a load: at 200 msgs/s it wrote more records than the jobs did);
   * the worker's own time per decision (consumed -> decision produced, summed over the
     router and placer stages), carried in each decision's `worker_us`.
 Writes bench/results/pipeline.json.
@@ -51,7 +52,7 @@ from schemas import SingleObjectCodec
 HOP_TOPIC = "bench.hop"
 
 
-def measure_hop(config: Config, stop: threading.Event, rate: float = 200.0) -> list[float]:
+def measure_hop(config: Config, stop: threading.Event, rate: float = 20.0) -> list[float]:
     """Produce timestamps to a plain topic and consume them: the broker's one-hop latency."""
     client = admin(config.kafka)
     client.create_topics([NewTopic(HOP_TOPIC, 1, 1)])[HOP_TOPIC].result()
@@ -225,6 +226,7 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         regions = [r.name for r in spec.regions]
         n = int(rate * seconds)
         jobs = generate_jobs(n, seed=2, regions=regions, mean_duration_s=20.0, prefix="bench")
+        ends_before = _topic_ends(cfg)
         cpu_clock = ProcessClock(pids)
         t0 = time.time() * 1000
         sent = run_jobgen(cfg, jobs, rate_per_s=rate, stop=threading.Event())
@@ -234,6 +236,7 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
             time.sleep(0.2)
         cpu_s = cpu_clock.cpu_s()
         run_s = time.time() - t0 / 1000
+        written = {t: n - ends_before.get(t, 0) for t, n in _topic_ends(cfg).items()}
         hop_stop.set()
         hop_thread.join()
         stack.check_worker()
@@ -247,7 +250,26 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         "idle_cpu_pct": {k: round(v * 100, 1) for k, v in idle_s.items()},
         # CPU above the idle baseline (fleet telemetry, timers) per decided job
         "cpu_ms_per_decided_job_above_idle": marginal,
+        # what the broker was asked to store during the run, per topic (the hop probe's too)
+        "records_written_per_decided_job": {
+            t: round(n / decided, 2) for t, n in sorted(written.items(), key=lambda kv: -kv[1]) if n
+        },
     }
+
+
+def _topic_ends(cfg: Config) -> dict[str, int]:
+    """Records written so far to each topic: the sum of its partitions' high watermarks."""
+    c = consumer(cfg.kafka, group_id=f"bench-ends-{time.time_ns()}")
+    try:
+        ends = {}
+        for name, meta in c.list_topics(timeout=10).topics.items():
+            ends[name] = sum(
+                c.get_watermark_offsets(TopicPartition(name, p), timeout=10)[1]
+                for p in meta.partitions
+            )
+        return ends
+    finally:
+        c.close()
 
 
 def _first_decision(cfg: Config, clock: DecisionClock, regions: list[str]) -> float:

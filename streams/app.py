@@ -49,7 +49,7 @@ from streams.bandwidth import BandwidthProcessor
 from streams.bandwidth_agents import register_bandwidth
 from streams.broker_watch import BrokerWatch
 from streams.clock import EventClock, WallClock
-from streams.consumer_state import consumer_state, forget_offsets
+from streams.consumer_state import consumer_state, forget_offsets, unread
 from streams.deferral import ForecastBook, ForecastUse
 from streams.history_process import HistoryProcess
 from streams.metrics_page import register_metrics_page
@@ -452,5 +452,6 @@ def _register_timers(app: faust.App, rt: Runtime) -> None:
     @app.timer(rt.config.worker.summary_interval_s)
     async def summarise() -> None:
         if rt._ready.is_set():
-            await rt.send_all(rt.fleet.mark_stale())
+            behind = unread(consumer_state(app)["partitions"], NODE_TELEMETRY) > 0
+            await rt.send_all(rt.fleet.mark_stale(behind=behind))
             await rt.send_all(rt.fleet.summaries())

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["StallWatch", "consumer_state", "forget_offsets"]
+__all__ = ["StallWatch", "consumer_state", "forget_offsets", "unread"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,19 @@ def consumer_state(app: Any) -> dict[str, Any]:
             )
         out[f"{tp.topic}/{tp.partition}"] = row
     return {"flow_active": consumer.flow_active, "partitions": out}
+
+
+def unread(partitions: Mapping[str, Mapping[str, Any]], topic: str) -> int:
+    """Records of `topic` the broker holds past what the worker's streams were handed
+    (`consumer_state(...)["partitions"]`; highwater as of the last fetch)."""
+    total = 0
+    for name, row in partitions.items():
+        if name.rpartition("/")[0] != topic or row.get("highwater") is None:
+            continue
+        read = row.get("read_offset")
+        done = read + 1 if read is not None else (row.get("committed") or 0)
+        total += max(0, int(row["highwater"]) - int(done))
+    return total
 
 
 async def forget_offsets(consumer: Any, partitions: set[Any]) -> None:

@@ -32,6 +32,26 @@ class _Window:
     start_ms: int = field(default_factory=now_ms)
 
 
+@dataclass
+class _Front:
+    """How far the telemetry stream has got, in the agents' time: the newest report applied
+    (a clock ahead of the worker's counts as now), moved on by the time since it came while
+    nothing more is there to read."""
+
+    ts_ms: int = 0
+    at: float = 0.0  # time.monotonic() when it was applied
+
+    def advance(self, ts_ms: int) -> None:
+        ts = min(ts_ms, now_ms())
+        if ts > self.ts_ms:
+            self.ts_ms, self.at = ts, time.monotonic()
+
+    def now_ms(self, *, behind: bool) -> int | None:
+        if not self.ts_ms:
+            return None
+        return self.ts_ms + (0 if behind else int((time.monotonic() - self.at) * 1000))
+
+
 class FleetTracker:
     """Applies node events to the scheduler's arrays and summarises regions per window."""
 
@@ -43,6 +63,7 @@ class FleetTracker:
         self._carbon: dict[str, float] = {}
         self._last_retry: dict[str, float] = {}
         self._last_ts: dict[str, int] = {}  # node -> ts of the last telemetry applied
+        self._front = _Front()
         self.ignored: Counter[str] = Counter()  # valid events with nothing to apply
         self.retry_every_s = 1.0
         self.protection = Protection(scheduler, scheduler.tenancy.policy.protection)
@@ -94,6 +115,7 @@ class FleetTracker:
             self.ignored["telemetry_out_of_order"] += 1
             return []
         self._last_ts[node_id] = ts
+        self._front.advance(ts)
         self.s.last_seen[node_id] = time.monotonic()
         gpus = record.get("gpus") or []
         was_stale = node_id in self.stale
@@ -147,15 +169,31 @@ class FleetTracker:
             price_per_kwh=float(record["price_per_kwh"]),
         )
 
-    def mark_stale(self) -> list[Outgoing]:
+    def mark_stale(self, *, behind: bool = False) -> list[Outgoing]:
         """Nodes whose heartbeat is older than `stale_after_s` stop taking work.
 
         Jobs running on a node that went stale are reported for rescheduling: one
         MigrationDecision each (reason NODE_UNHEALTHY, no target: the executor checkpoints or
         restarts them and the placer decides again when they are resubmitted).
+
+        Silence is judged twice: on this worker's clock since the node's last report was
+        applied, and in the stream's own time (`_Front`) since the report was written.
+        `behind`: the worker's telemetry input holds records it has not read yet (a stall, a
+        backlog), so the stream's time stands at the last report read. Then every node looks
+        silent on the first clock but none on the second, and nothing is evicted for the
+        worker's own lag; a node that stopped reporting is found once the backlog is read. A
+        fleet that goes quiet as a whole leaves nothing to read: stale on both.
         """
         cutoff = time.monotonic() - self.stale_after_s
-        newly = {n for n, seen in self.s.last_seen.items() if seen < cutoff and n not in self.stale}
+        front = self._front.now_ms(behind=behind)
+
+        def silent(node_id: str, seen: float) -> bool:
+            if seen >= cutoff or node_id in self.stale:
+                return False
+            heard = self._last_ts.get(node_id)
+            return front is None or not heard or front - heard > self.stale_after_s * 1000
+
+        newly = {n for n, seen in self.s.last_seen.items() if silent(n, seen)}
         for node_id in sorted(newly):
             self.stale.add(node_id)
             self.s.state.set_node_healthy(node_id, False)

@@ -1,10 +1,13 @@
-"""StallWatch: a partition is stalled when its fetched records stop reaching the stream."""
+"""StallWatch (a partition is stalled when its fetched records stop reaching the stream) and
+the count of records the streams have not been handed yet."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from streams.consumer_state import StallWatch
+import pytest
+
+from streams.consumer_state import StallWatch, unread
 
 
 class Clock:
@@ -62,3 +65,29 @@ def test_a_stall_that_clears_is_forgotten() -> None:
     assert watch.observe({"jobs/1": _row(74, 75)}) == []
     clock.now += 1
     assert watch.observe({"jobs/1": _row(74, 90)}) == []  # behind again: a fresh start
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        # read up to offset 9 of 12 held: 10 and 11 unread
+        ({"t/0": {"highwater": 12, "read_offset": 9}}, 2),
+        # nothing read yet: from the committed offset (5) to the highwater (8)
+        ({"t/0": {"highwater": 8, "read_offset": None, "committed": 5}}, 3),
+        # caught up on one partition, 4 behind on the other; another topic's lag not counted
+        (
+            {
+                "t/0": {"highwater": 7, "read_offset": 6},
+                "t/1": {"highwater": 9, "read_offset": 4},
+                "u/0": {"highwater": 100, "read_offset": 0},
+            },
+            4,
+        ),
+        # no fetch answered yet: no highwater, nothing known to be unread
+        ({"t/0": {"highwater": None, "read_offset": None}}, 0),
+    ],
+)
+def test_unread_counts_records_past_what_the_streams_were_handed(
+    rows: dict[str, dict[str, Any]], expected: int
+) -> None:
+    assert unread(rows, "t") == expected

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from infra.topics import DECISIONS_MIGRATION, REGION_STATE
 from scorer import Assignment, ClusterState, Placer
 from streams.fleet import FleetTracker
@@ -75,6 +77,34 @@ def test_stale_node_stops_taking_work_and_its_jobs_are_reported() -> None:
     f.on_telemetry(tel("n1", [gpu(i) for i in range(4)]))  # it speaks again
     assert f.stale == set()
     assert f.s.state.free_gpus("eu") == {"A100-80": 6}
+
+
+@pytest.mark.parametrize(("behind", "stale"), [(True, set()), (False, {"n1", "n2"})])
+def test_a_worker_behind_on_telemetry_judges_no_node_silent(behind: bool, stale: set[str]) -> None:
+    # both nodes last reported 20 s ago (stale_after_s 5) and the worker read nothing since.
+    # behind (records left to read): the stream's time stands at 20 s ago, where the nodes
+    # spoke, so neither is silent in it. Caught up: the stream's time runs on to now, 20 s
+    # past both reports: the whole fleet went quiet, both are stale
+    f = tracker(inv("n1"), inv("n2"))
+    ts = int(time.time() * 1000) - 20_000
+    for node_id in ("n1", "n2"):
+        f.on_telemetry({**tel(node_id, [gpu(i) for i in range(4)]), "ts": ts})
+        f.s.last_seen[node_id] = time.monotonic() - 20
+    f._front.at = time.monotonic() - 20
+    f.mark_stale(behind=behind)
+    assert f.stale == stale
+
+
+def test_a_silent_node_is_found_while_the_others_report() -> None:
+    # n2 reports now; n1 last spoke 20 s ago in the stream's time: stale even while the
+    # worker has records left to read
+    f = tracker(inv("n1"), inv("n2"))
+    now = int(time.time() * 1000)
+    f.on_telemetry({**tel("n1", [gpu(i) for i in range(4)]), "ts": now - 20_000})
+    f.s.last_seen["n1"] = time.monotonic() - 20
+    f.on_telemetry({**tel("n2", [gpu(i) for i in range(4)]), "ts": now})
+    f.mark_stale(behind=True)
+    assert f.stale == {"n1"}
 
 
 def test_summary_per_region_closes_the_window() -> None:
