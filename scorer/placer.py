@@ -27,7 +27,7 @@ from scorer.scores.topology import domain_score
 from scorer.state import ClusterState
 from scorer.throughput import ThroughputModel
 from scorer.types import JobSpec, PlacementResult
-from scorer.weights import job_weights
+from scorer.weights import job_weights, under_load
 
 __all__ = ["Placer"]
 
@@ -77,7 +77,7 @@ class Placer:
         if job.cpu_only:
             return place_host_only(self.state, job, region)
         ctx, masks, refusals, candidates = self._filter(job, region)
-        weights = self._weights(job)
+        weights = self._weights(job, ctx.slots)
         notes: list[str] = []  # why spread plans were refused
         if candidates.size:
             # a gang that may spread is placed both ways; spreading pays a topology penalty,
@@ -100,7 +100,7 @@ class Placer:
         ctx, _, refusals, candidates = self._filter(job, region)
         if not candidates.size:
             return []
-        weights, s = self._weights(job), self.state
+        weights, s = self._weights(job, ctx.slots), self.state
         width = max(1, len(s.models))
 
         def group_of(slots: np.ndarray) -> np.ndarray:
@@ -288,7 +288,17 @@ class Placer:
             parts[plugin.name] = part
         return total, parts
 
-    def _weights(self, job: JobSpec) -> dict[str, float]:
+    def _weights(self, job: JobSpec, scope: np.ndarray) -> dict[str, float]:
+        """The job's weights under the load of `scope` (the slots it may be placed on)."""
+        return under_load(self._job_weights(job), self._free_share(scope))
+
+    def _free_share(self, scope: np.ndarray) -> float:
+        """Free share of the GPUs on `scope` (1.0 where there are none: nothing to strand)."""
+        s = self.state
+        capacity = int(s.gpu_count[scope].sum()) * 1000
+        return float(s.free_milli_total[scope].sum()) / capacity if capacity else 1.0
+
+    def _job_weights(self, job: JobSpec) -> dict[str, float]:
         # weights depend on a few job traits only: cache by them
         key = (
             job.cost_speed_preference,

@@ -14,6 +14,12 @@
 | porting        | 10 (only a portable job's scores differ) |
 
 The final score is sum(w x s) / sum(w) over the configured plugins, so it stays in 0..100.
+
+Under load (`under_load`, applied by the placer with the free share f of the GPUs in the scope
+it places in): fragmentation weighs 15 / max(f, 1 / TIGHT_CAP) and load_balance 3 x f. A
+stranded milli-GPU costs the jobs still to come a share of what is left free, 1 / f times more
+on a cluster with f free than on an empty one, while spreading only pays while there is room
+to spread into; this job's own speed and price matter the same at any load.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from collections.abc import Mapping
 
 from scorer.types import JobSpec
 
-__all__ = ["job_weights"]
+__all__ = ["TIGHT_CAP", "job_weights", "under_load"]
+
+TIGHT_CAP = 10.0  # fragmentation grows at most 10x: from 10 % free on, it outweighs the rest
 
 
 def job_weights(job: JobSpec, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
@@ -46,3 +54,18 @@ def job_weights(job: JobSpec, overrides: Mapping[str, float] | None = None) -> d
     if overrides:
         weights.update(overrides)
     return weights
+
+
+def under_load(weights: Mapping[str, float], free_share: float) -> dict[str, float]:
+    """`weights` for a placement where `free_share` (0..1) of the GPUs in scope are free:
+    fragmentation x 1 / max(f, 1 / TIGHT_CAP), load_balance x f; the rest unchanged.
+
+    e.g. f 1.0: 15 and 3 as derived; f 0.5: 30 and 1.5; f 0.02: 15 x 10 = 150 and 0.06.
+    """
+    f = min(1.0, max(0.0, free_share))
+    out = dict(weights)
+    if "fragmentation" in out:
+        out["fragmentation"] = out["fragmentation"] / max(f, 1.0 / TIGHT_CAP)
+    if "load_balance" in out:
+        out["load_balance"] = out["load_balance"] * f
+    return out
