@@ -226,11 +226,11 @@ class Replanner:
             return []
         if _within(self._last_green.get(region), now, self.config.footprint_every_s):
             return []
-        self._last_green[region] = now
         budget = min(self.config.max_moves_per_pass, self.region_budget(region, now))
         runs = [r for r in self.running(region) if movable(r, now, self.config) is None]
         if budget <= 0 or not runs:
             return []
+        self._last_green[region] = now  # a pass that looked: the next one in a minute
         # another region only where nothing waits: its free GPUs are its queue's first
         waiting = {str(r["region"]) for r in self.parts.queue.values()}
         regions = [r for r in state.regions if r == region or r not in waiting]
@@ -456,7 +456,7 @@ class Replanner:
         if progress > 0 and duration:
             done = progress * float(duration)  # the executor's own count wins
         elif run is not None:
-            interval = float(run.job.checkpoint_interval_s or self.config.checkpoint_interval_s)
+            interval = self.config.interval_s(run.job)
             done = run.work_done(ts) - run.lost_on_stop(ts, interval)
         else:
             done = float(entry.get("done_s") or 0.0)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scorer.types import JobSpec
+
 __all__ = ["ReplanConfig"]
 
 
@@ -37,6 +39,10 @@ class ReplanConfig:
     cross_region: bool = True  # to other regions this worker holds (allowed_regions permitting)
     aging: float = 0.25  # queue: a second waited takes 0.25 s off a job's key (it outranks any
     # newcomer after waiting 4x its own expected time there, so nothing starves)
+
+    def interval_s(self, job: JobSpec) -> float:
+        """The job's checkpoint period: its own, else `checkpoint_interval_s`."""
+        return float(job.checkpoint_interval_s or self.checkpoint_interval_s)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.carbon_weight <= 1.0:

@@ -132,7 +132,7 @@ def _plan(
     for run in order:
         if freed >= need:
             break
-        interval = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
+        interval = config.interval_s(run.job)
         c = move_cost(run, now_ms, run.speed, restore_s=config.restore_s, interval_s=interval)
         if c is None:
             return None
@@ -181,7 +181,7 @@ def _targets(
             if not statement.hold(hold_key(run.job_id), target.assignments):
                 statement.discard()
                 return None
-            interval = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
+            interval = config.interval_s(run.job)
             cost = move_cost(run, now_ms, speed, restore_s=config.restore_s, interval_s=interval)
             assert cost is not None
             why = (

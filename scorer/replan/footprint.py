@@ -162,13 +162,14 @@ class _Market:
     def of(cls, state: ClusterState, placer: Placer) -> _Market:
         slots = state.slots()
         free = state.free_milli[slots].max(axis=1, initial=0)
-        slots = slots[state.node_ok[slots] & (free > 0)]
+        usable = state.node_ok[slots] & (free > 0)
+        slots, free = slots[usable], free[usable]
         catalog = placer.throughput.catalog
         models = tuple(state.models)
         kw = [(s.power_w if (s := catalog.get(m)) else 300.0) / 1000 for m in models]
         return cls(
             slots,
-            state.free_milli[slots].max(axis=1, initial=0),
+            free,
             state.model[slots],
             state.perf[slots].max(axis=1, initial=0.0),
             state.price[slots],
@@ -189,7 +190,7 @@ def _bound(
     could take the job without finishing later."""
     if run.duration_s is None or run.speed <= 0 or not market.slots.size:
         return -1.0
-    interval = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
+    interval = config.interval_s(run.job)
     stay_s, left = run.finish_at(now_ms), run.remaining(now_ms)
     if stay_s is None or left is None or stay_s <= 0:
         return -1.0
@@ -228,7 +229,7 @@ def _best(
     if run.duration_s is None or run.speed <= 0:
         return None
     stay = _rate(state, placer, run.gpu_model, run.assignments)
-    interval = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
+    interval = config.interval_s(run.job)
     options: list[PlacementResult] = []
     for region in _places(run, config, regions):
         options += placer.options(run.job, region)

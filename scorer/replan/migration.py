@@ -140,7 +140,7 @@ def better_match(
 
 def next_checkpoint_ms(run: RunningJob, now_ms: int, config: ReplanConfig) -> int:
     """Just after the job's next periodic checkpoint (a move then loses least)."""
-    interval = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
+    interval = config.interval_s(run.job)
     if interval <= 0:
         return now_ms
     compute = run.compute_s(now_ms)
@@ -171,7 +171,7 @@ def _upper_bound(
     speeds = [v for m, v in _faster_models(placer, run).items() if free.get(m, 0) >= need]
     if not speeds:
         return 0.0
-    interval = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
+    interval = config.interval_s(run.job)
     cost = move_cost(run, now_ms, max(speeds), restore_s=config.restore_s, interval_s=interval)
     if cost is None:
         return 0.0
@@ -192,7 +192,7 @@ def _try(
     target = placer.place(replace(run.job, allowed_gpu_models=faster), region)
     if not target.placed or target.expected_throughput is None:
         return None
-    interval = float(run.job.checkpoint_interval_s or config.checkpoint_interval_s)
+    interval = config.interval_s(run.job)
     cost = move_cost(
         run, now_ms, target.expected_throughput, restore_s=config.restore_s, interval_s=interval
     )
