@@ -1,4 +1,12 @@
-"""Graceful leave on SIGTERM, within a bound.
+"""The worker's Faust `Worker`: a bounded graceful leave on SIGTERM, and no spinner.
+
+Faust's worker draws a progress spinner at levels of WARN and above, and for it sets the root
+logger to DEBUG with a handler that spins on every record: every `log.debug` in Faust, mode and
+aiokafka (several per message produced) then builds a `LogRecord` and runs the handlers. Our
+worker logs to a file, not a terminal, so it keeps no spinner and the configured level stays the
+root's level (`test_shutdown.py`).
+
+Graceful leave on SIGTERM, within a bound.
 
 On SIGTERM Faust stops the app: streams finish the event in hand, the consumer commits what
 was processed, and aiokafka sends LeaveGroup, so the group rebalances at once instead of
@@ -32,6 +40,7 @@ class GracefulWorker(Worker):
         super().__init__(*args, **kwargs)
         self.shutdown_timeout_s = shutdown_timeout_s
         self._term_at: float | None = None
+        self.spinner = None  # no terminal to spin on; see the module docstring
 
     def _on_sigterm(self) -> None:
         if self._term_at is None:
