@@ -128,6 +128,7 @@ class Scheduler:
             raise ValueError(f"queue_order must be one of {ORDERS}, not {queue_order!r}")
         self.queue_order = queue_order
         self.queue_why: dict[str, str] = {}  # job -> why the queue order tries it now
+        self._last_spec: tuple[Mapping[str, Any], float, JobSpec] | None = None  # spec_of
         speed = self._speed_order if queue_order == "speed_aware" else None
         self.tenancy = Tenancy(state, tenancy, within_tenant_order or speed)
         self.preemption = Preemptions(self)
@@ -301,12 +302,19 @@ class Scheduler:
     # -- jobs as the scorer sees them ---------------------------------------------------------
 
     def spec_of(self, routed: Mapping[str, Any]) -> JobSpec:
-        """The job's spec; a requeued job expects only the work it has left."""
-        spec = job_spec(routed["job"])
-        progress = float(routed.get("progress") or 0.0)
+        """The job's spec; a requeued job expects only the work it has left.
+
+        A decision asks for the spec of the same record several times (quota gate, placer,
+        commit): the last one is kept, by identity of the job record (never mutated here)."""
+        job, progress = routed["job"], float(routed.get("progress") or 0.0)
+        last = self._last_spec
+        if last is not None and last[0] is job and last[1] == progress:
+            return last[2]
+        spec = job_spec(job)
         if progress > 0 and spec.expected_duration_s:
             left = spec.expected_duration_s * max(0.01, 1.0 - progress)
             spec = dataclasses.replace(spec, expected_duration_s=left)
+        self._last_spec = (job, progress, spec)
         return spec
 
     def restrict(self, spec: JobSpec, models: Sequence[str]) -> JobSpec | None:

@@ -89,7 +89,7 @@ class Running:
         return max(0.0, (now_ms - self.last_checkpoint(now_ms)) / 1000)
 
     def to_entry(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        out = {name: getattr(self, name) for name in _RUNNING_FIELDS}  # all plain values
         out["expected_end_ms"] = None if math.isinf(self.expected_end_ms) else self.expected_end_ms
         return out
 
@@ -101,6 +101,9 @@ class Running:
         end = values.get("expected_end_ms")
         values["expected_end_ms"] = math.inf if end is None else float(end)
         return cls(**values)
+
+
+_RUNNING_FIELDS = tuple(f.name for f in dataclasses.fields(Running))
 
 
 @dataclass(frozen=True)
