@@ -245,6 +245,8 @@ class ClusterState:
 
     def set_node_healthy(self, node_id: str, healthy: bool) -> None:
         slot = self._slot(node_id)
+        if self.node_ok[slot] == bool(healthy):
+            return  # every telemetry report says so: the node's summary stands
         self.node_ok[slot] = bool(healthy)
         self._refresh(slot)
 
