@@ -18,11 +18,25 @@ import numpy as np
 
 from scorer.tenancy import dominant_share
 
-__all__ = ["FairOrder", "WithinOrder", "entry_priority", "priority_then_age", "resources"]
+__all__ = [
+    "QUEUE_DEPTH",
+    "FairOrder",
+    "WithinOrder",
+    "entry_priority",
+    "priority_then_age",
+    "resources",
+]
 
 MILLI = 1000
 
 WithinOrder = Callable[[Sequence[Mapping[str, Any]]], list[Mapping[str, Any]]]
+
+# Jobs per tenant a pass orders and tries: the first by priority, then age. Like Slurm's
+# `default_queue_depth` (100) it bounds a pass's work however long the queue is (ordering
+# and trying every waiting job on every release made passes cost O(queue)); the oldest jobs
+# of the highest priority are always inside, so nothing starves, but a younger job that
+# would fit the freed GPUs better waits until the jobs ahead of it thin out.
+QUEUE_DEPTH = 100
 
 
 def entry_priority(routed: Mapping[str, Any]) -> int:
@@ -33,6 +47,14 @@ def entry_priority(routed: Mapping[str, Any]) -> int:
 def priority_then_age(waiting: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Within one tenant: higher priority first, then the longest waiting."""
     return sorted(waiting, key=lambda r: (-entry_priority(r), int(r.get("queued_ts", 0))))
+
+
+def _first(jobs: list[Mapping[str, Any]], depth: int) -> list[Mapping[str, Any]]:
+    if len(jobs) <= depth:
+        return jobs
+    return heapq.nsmallest(
+        depth, jobs, key=lambda r: (-entry_priority(r), int(r.get("queued_ts", 0)))
+    )
 
 
 def resources(job: Mapping[str, Any]) -> tuple[float, float, float]:
@@ -60,11 +82,13 @@ class FairOrder:
         usage: dict[str, np.ndarray],
         capacity: np.ndarray,
         weight: Callable[[str], float],
+        depth: int = QUEUE_DEPTH,
     ) -> FairOrder:
+        """`within` orders each tenant's first `depth` jobs by priority, then age."""
         by_tenant: dict[str, list[Mapping[str, Any]]] = {}
         for routed in waiting:
             by_tenant.setdefault(str(routed["job"].get("tenant", "default")), []).append(routed)
-        ordered = {t: deque(within(jobs)) for t, jobs in sorted(by_tenant.items())}
+        ordered = {t: deque(within(_first(jobs, depth))) for t, jobs in sorted(by_tenant.items())}
         return cls(ordered, usage, capacity, weight)
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ per region (`region_max_moves` moves begun in any `region_window_s`).
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from dataclasses import replace
@@ -291,9 +292,10 @@ class Replanner:
 
     def _waiting_gangs(self, region: str) -> list[JobSpec]:
         """Queued gangs of `region` (whole GPUs, two or more), oldest first; then running gangs
-        spread over nodes that would run at least `SPREAD_GAIN` times as fast on one node."""
-        out = []
-        for routed in sorted(self.parts.queue.values(), key=lambda r: int(r["queued_ts"])):
+        spread over nodes that would run at least `SPREAD_GAIN` times as fast on one node. At
+        most `defrag_gangs` in all: each costs a look at every node of the region."""
+        gangs: list[tuple[int, Mapping[str, Any]]] = []
+        for routed in self.parts.queue.values():
             job = routed["job"]
             if routed["region"] != region or job["job_id"] in self.rooms:
                 continue
@@ -302,7 +304,12 @@ class Replanner:
                 int(job.get("cpu_milli") or 0), int(job.get("memory_mib") or 0),
             )  # fmt: skip
             if int(job.get("gpu_count", 1)) >= 2 and int(job.get("gpu_milli", 1000)) >= 1000:
-                out.append(job_spec(job))
+                gangs.append((int(routed["queued_ts"]), job))
+        limit = self.config.defrag_gangs
+        oldest = heapq.nsmallest(limit, gangs, key=lambda g: (g[0], g[1]["job_id"]))
+        out = [job_spec(job) for _, job in oldest]
+        if len(out) >= limit:
+            return out
         now, tp = self.parts.clock.now(), self.parts.placer.throughput
         for run in self.running(region):
             spread = len({a.node_id for a in run.assignments}) > 1
@@ -310,6 +317,8 @@ class Replanner:
                 continue
             if tp.relative_speed(run.job, run.gpu_model) >= SPREAD_GAIN * run.speed:
                 out.append(run.job)
+                if len(out) >= limit:
+                    break
         return out
 
     def room_ready(self, region: str) -> list[str]:

@@ -46,7 +46,7 @@ from scorer import (
     rank_regions,
 )
 from scorer.network import job_flows
-from scorer.replan import ReplanConfig
+from scorer.replan import ReplanConfig, Waiting
 from scorer.tenancy import TenancyPolicy
 from streams.bandwidth import flow_records, flows_from_records
 from streams.clock import Clock, as_clock
@@ -129,6 +129,7 @@ class Scheduler:
         self.queue_order = queue_order
         self.queue_why: dict[str, str] = {}  # job -> why the queue order tries it now
         self._last_spec: tuple[Mapping[str, Any], float, JobSpec] | None = None  # spec_of
+        self._waiting_known: dict[tuple[Any, ...], Waiting] = {}  # speed order, per queue entry
         speed = self._speed_order if queue_order == "speed_aware" else None
         self.tenancy = Tenancy(state, tenancy, within_tenant_order or speed)
         self.preemption = Preemptions(self)
@@ -671,6 +672,7 @@ class Scheduler:
             throughput=self.placer.throughput,
             now_ms=self.clock.now(),
             aging=self.replan.aging,
+            known=self._waiting_known,
         )
         for routed, ranked in ordered:
             self.queue_why[routed["job"]["job_id"]] = ranked.explain
@@ -704,6 +706,7 @@ class Scheduler:
             out.extend(self.preemption.sweep(region))
         held = self.state.jobs
         self.final.prune(keep=lambda job_id: job_id in held)
+        self._waiting_known = {k: w for k, w in self._waiting_known.items() if k[0] in self.queue}
         keep = (self.final, self.queue, self.reservations)
         self.epochs = {j: e for j, e in self.epochs.items() if any(j in t for t in keep)}
         self.queue_why = {j: w for j, w in self.queue_why.items() if j in self.queue}

@@ -45,6 +45,21 @@ def _waiting(
     )
 
 
+def _known(
+    routed: Mapping[str, Any],
+    models: Sequence[str],
+    throughput: ThroughputModel,
+    known: dict[tuple[Any, ...], Waiting] | None,
+) -> Waiting:
+    if known is None:
+        return _waiting(routed, models, throughput)
+    key = (routed["job"]["job_id"], routed["queued_ts"], done_s(routed), len(models))
+    found = known.get(key)
+    if found is None:
+        found = known[key] = _waiting(routed, models, throughput)
+    return found
+
+
 def done_s(routed: Mapping[str, Any]) -> float:
     """Reference-seconds of work a waiting job kept from earlier placements (an evicted job
     carries its `progress` fraction)."""
@@ -63,8 +78,13 @@ def order_waiting(
     throughput: ThroughputModel,
     now_ms: int,
     aging: float,
+    known: dict[tuple[Any, ...], Waiting] | None = None,
 ) -> list[tuple[Mapping[str, Any], Ranked]]:
-    """`waiting` (RoutedJob records of one region) in the order to try them, with the reason."""
+    """`waiting` (RoutedJob records of one region) in the order to try them, with the reason.
+
+    `known` keeps each job's `Waiting` (its speeds on every model) between passes: it depends
+    only on the queue entry and the fleet's models, and building it costs a JobSpec and a
+    throughput estimate per model. The caller drops entries of jobs no longer waiting."""
 
     def band(r: Mapping[str, Any]) -> int:
         return -entry_priority(r)
@@ -74,7 +94,7 @@ def order_waiting(
     models = state.models
     out: list[tuple[Mapping[str, Any], Ranked]] = []
     for _, group in groupby(sorted(waiting, key=band), key=band):
-        items = [_waiting(r, models, throughput) for r in group]
+        items = [_known(r, models, throughput, known) for r in group]
         if order == "speed_aware":
             ranked = speed_aware_order(items, free, now_ms, aging=aging)
         else:

@@ -34,7 +34,7 @@ from scorer.tenancy import (
     nominal_of,
     resolve_priority,
 )
-from streams.fairness import FairOrder, WithinOrder, priority_then_age
+from streams.fairness import QUEUE_DEPTH, FairOrder, WithinOrder, priority_then_age
 
 __all__ = [
     "ALLOWANCE",
@@ -137,6 +137,7 @@ class Tenancy:
         self.leaving: Mapping[str, str] = {}
         self._memo: dict[Any, Any] | None = None  # within one pass (`one_pass`)
         self.version = 0  # bumps whenever a placement is booked or forgotten
+        self.queue_depth = QUEUE_DEPTH  # jobs per tenant a pass orders (`streams.fairness`)
 
     @contextlib.contextmanager
     def one_pass(self) -> Iterator[None]:
@@ -274,7 +275,10 @@ class Tenancy:
         if isinstance(prio, str):
             return Gate((), code=QUOTA, reason=prio)
         need = job.gpu_count * job.gpu_milli
-        if prio.protection_requested:
+        # the tenant's non-preemptible allowance, when it has one (summing what its protected
+        # jobs hold walks every running job: not for tenants without a cap)
+        capped = allowance_left(self.policy, {}, job.tenant, region) is not None
+        if prio.protection_requested and capped:
             left = allowance_left(self.policy, self.protected(), job.tenant, region)
             if left is not None and left < need:
                 why = f"{job.tenant} has {left / MILLI:g} non-preemptible GPUs left in {region}"
@@ -342,7 +346,7 @@ class Tenancy:
         """Waiting jobs of a region in fair order (`streams.fairness`)."""
         return FairOrder.of(
             waiting, self.within_order, self.shares(region), self.capacity(region),
-            self.policy.weight,
+            self.policy.weight, self.queue_depth,
         )  # fmt: skip
 
     # ---- reasons ------------------------------------------------------------------------

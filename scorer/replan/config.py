@@ -27,6 +27,9 @@ class ReplanConfig:
     pass_gap_s: float = 2.0  # a region's move passes run at most this often: a burst of
     # releases tries the queue each time but looks for moves once (the timer catches up)
     defrag_moves_per_pass: int = 2  # defragmentation moves proposed per region and pass
+    defrag_gangs: int = 4  # waiting gangs a region's pass tries to free a node for (oldest)
+    defrag_nodes: int = 8  # nodes tried per gang (fewest seconds of moves first): the work of
+    # a pass stays bounded however long the queue and however full the region
     # cheaper or greener (scorer.replan.footprint): a move must cut the job's remaining
     # footprint by this share, restore and lost work charged, weighted like the deferral's
     footprint: bool = True  # look for cheaper or greener places at all

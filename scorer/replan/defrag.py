@@ -81,9 +81,13 @@ def free_node_for(
         if plan is not None:
             options.append((plan[1], -speeds[model], node_id, plan[0], plan[2]))
     before = region_fragmentation(state, region, mix.classes())
+    tried = 0
     for cost, _, node_id, movers, wait in sorted(options):
         if len(movers) > budget:
             continue
+        if tried >= config.defrag_nodes:
+            break
+        tried += 1
         moves = _targets(state, placer, node_id, movers, now_ms, config, statement, gang.job_id)
         if moves is None:
             continue
@@ -173,7 +177,7 @@ def _targets(
         out = []
         for run in movers:
             spec = replace(run.job, allowed_gpu_models=(run.gpu_model,))
-            target = placer.place(spec, run.region)
+            target = placer.place(spec, run.region, explain=False)  # placed or not is enough
             speed = target.expected_throughput or 0.0
             if not target.placed or speed < run.speed * 0.999:
                 statement.discard()

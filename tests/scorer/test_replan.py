@@ -331,3 +331,18 @@ def test_defragmentation_never_fragments_the_region_more(
     moved_left = max(r.finish_at(600_000) or 0 for r in on_node if r.job_id in movers)
     stayed = [r.finish_at(600_000) or 0 for r in on_node if r.job_id not in movers]
     assert all(moved_left <= s for s in stayed)
+
+
+def test_defragmentation_tries_at_most_defrag_nodes_nodes() -> None:
+    """The same setup as above: n1 is the only node worth freeing. With no node to try, the
+    pass gives up at once (a pass's work is bounded however full the region is)."""
+    state, runs = defrag_setup()
+    gang = JobSpec("gang", gpu_count=3)
+    mix = LearnedMix()
+    mix.observe("gang", 3, 1000, 0, 0)
+    placer = make_placer("gpuflow", state)
+    for nodes, found in ((0, False), (1, True)):
+        config = ReplanConfig(defrag_nodes=nodes)
+        plan = free_node_for(state, placer, gang, "r", runs, 600_000, config, Statement(state),
+                             mix, budget=2)  # fmt: skip
+        assert (plan is not None) == found

@@ -332,3 +332,28 @@ def test_a_region_looks_for_cheaper_or_greener_places_once_a_minute(
     assert moves(follow(s, s.on_tick(3_660_000))) == []  # a pass, but not a minute yet
     (move,) = moves(follow(s, s.on_tick(3_662_000)))
     assert (move["job_id"], move["to_region"]) == ("x", "clean")
+
+
+def test_the_speed_order_keeps_each_waiting_job_s_speeds_between_passes(
+    gavel: ThroughputModel,
+) -> None:
+    from streams.speed_order import order_waiting
+
+    s = make(gavel, node("v", "V100-16", 1), node("k", "K80", 1))
+    waiting = [
+        {"job": job(f"w{i}", 1_000 * i, hours), "region": "r", "queued_ts": 1_000 * i}
+        for i, hours in enumerate((3.0, 1.0, 2.0))
+    ]
+
+    def order(known: dict[Any, Any] | None) -> list[Any]:
+        return order_waiting(waiting, order="speed_aware", state=s.state, region="r",
+                             throughput=gavel, now_ms=10_000, aging=0.25, known=known)  # fmt: skip
+
+    known: dict[Any, Any] = {}
+    first = order(known)
+    kept = dict(known)
+    again = order(known)
+    plain = order(None)
+    assert [r.job_id for _, r in first] == [r.job_id for _, r in plain] == ["w1", "w2", "w0"]
+    assert [r.job_id for _, r in again] == [r.job_id for _, r in first]
+    assert len(known) == 3 and all(known[k] is kept[k] for k in kept)  # reused, not rebuilt

@@ -178,3 +178,21 @@ def test_a_job_its_quota_refuses_waits_for_quota_not_capacity(world: Any) -> Non
     w.tick(30)
     assert [w.s.tenancy.waits[f"more{i}"][0] for i in range(3)] == ["QUOTA"] * 3
     assert "non-preemptible work runs within nominal" in w.s.tenancy.waits["more2"][1]
+
+
+def test_a_pass_orders_each_tenant_s_first_jobs_only(world: Any, make_node: Any) -> None:
+    """Queue depth 3: of A's five waiting jobs the pass tries the high-priority one and the
+    two oldest; the two youngest wait for the next pass, whatever the free GPUs."""
+    w = world(make_node("n0", gpus=8))
+    w.s.tenancy.queue_depth = 3
+    w.submit("big", gpu_count=8, **job("Z", preemptible=False))  # full, and no victims
+    for i in range(4):
+        w.advance(1)
+        w.submit(f"a{i}", **job("A"))
+    w.advance(1)
+    w.submit("urgent", **job("A", priority_class="urgent-training"))
+    w.report("big", "FINISHED")  # 8 GPUs free: one pass
+    running = sorted(r.job_id for r in w.s.tenancy.running.values())
+    assert running == ["a0", "a1", "urgent"]
+    w.tick(1)  # the next pass reaches the others
+    assert {"a2", "a3"} <= set(w.s.tenancy.running)
