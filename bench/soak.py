@@ -129,22 +129,37 @@ def growth_mb_per_min(rows: list[dict[str, Any]], skip: int = 2) -> dict[str, fl
     }
 
 
+def offered_load(jobs: list[dict[str, Any]], nodes: list[dict[str, Any]], rate: float) -> float:
+    """GPU-seconds asked per second over the fleet's GPUs (1.0: every GPU busy, on average)."""
+    asked = sum(
+        int(j.get("gpu_count", 1)) * int(j.get("gpu_milli", 1000)) / 1000
+        * float(j["expected_duration_s"]) for j in jobs
+    ) / max(1, len(jobs))  # fmt: skip
+    return rate * asked / max(1, sum(int(n["gpu_count"]) for n in nodes))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=int, default=10)
     ap.add_argument("--rate", type=float, default=100.0)
     ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument(
+        "--mean-duration-s", type=float, default=20.0, help="jobs' mean expected duration"
+    )
     ap.add_argument("--out", help="result file (default bench/results/soak.json)")
     args = ap.parse_args()
     spec = demo_fleet()
     config = load_config(data_dir=f"/tmp/gpuflow-soak-{time.time_ns()}")
     config = config.with_regions(r.name for r in spec.regions)
-    fleet = SimulatedFleet(spec, generate_nodes(spec, args.nodes, seed=1), seed=1)
+    nodes = generate_nodes(spec, args.nodes, seed=1)
+    fleet = SimulatedFleet(spec, nodes, seed=1)
     regions = [r.name for r in spec.regions]
     jobs = generate_jobs(
-        int(args.rate * args.minutes * 60), seed=5, regions=regions, mean_duration_s=20.0,
-        prefix="soak",
+        int(args.rate * args.minutes * 60), seed=5, regions=regions,
+        mean_duration_s=args.mean_duration_s, prefix="soak",
     )  # fmt: skip
+    load = offered_load(jobs, nodes, args.rate)
+    print(f"offered load: {load:.2f} of the fleet's GPUs (above 1 the queue grows without end)")
     with Stack(config) as stack:
         cfg = stack.config
         stack.spawn("fleet", run_fleet, cfg, fleet)
@@ -177,6 +192,8 @@ def main() -> None:
         "minutes": args.minutes,
         "rate_per_s": args.rate,
         "nodes": args.nodes,
+        "mean_duration_s": args.mean_duration_s,
+        "offered_load": round(load, 2),
         "jobs_submitted": sent,
         "jobs_decided": len(clock.submitted),
         "per_minute": rows,
