@@ -256,6 +256,8 @@ class Scheduler:
         ranked = rank_regions(
             spec, self.region_views(), porting_penalties=self.porting_penalties, keep_headroom=low
         )
+        if not ranked:  # a configured region whose owner has not reported yet: its owner decides
+            ranked = [(r, 0.0) for r in spec.allowed_regions if r in self.partition_of.order]
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"

@@ -117,7 +117,16 @@ def test_every_dashboard_panel_query_works_on_a_running_worker(running: Running)
         assert wait_for(lambda q=count: sql(q).get("rows", [[0]])[0][0] > 0, 60), table
 
     # Prometheus panels against the worker's scrape
-    text = httpx.get(f"{base}/metrics", timeout=10).text
+    # the worker re-exports its history child's page when the child answers within 2 s; on a
+    # loaded machine one scrape may miss it (the page then says gpuflow_history_up 0)
+    scrape = {"text": ""}
+
+    def with_history() -> bool:
+        scrape["text"] = httpx.get(f"{base}/metrics", timeout=10).text
+        return "gpuflow_history_batch_seconds_bucket" in scrape["text"]
+
+    assert wait_for(with_history, 60), "the history child's metrics never came through"
+    text = scrape["text"]
     samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
     live = targets(dashboard("gpuflow-live.json"))
     assert len(live) >= 14

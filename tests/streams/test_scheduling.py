@@ -206,3 +206,20 @@ def test_rebuild_trusts_the_job_event_log_over_a_stale_table() -> None:
     assert fresh.state.reservation("b") is not None
     assert fresh.reservations["a"]["released"] is True
     assert fresh.state.free_gpus("eu") == {}
+
+
+def test_a_configured_region_without_a_view_yet_gets_the_job_its_owner_decides() -> None:
+    """Worker-side view of "us" not in yet (its owner has not published a summary): a job
+    pinned to "us" goes to "us"'s partition instead of being rejected; a region that is not
+    configured at all is still refused."""
+    state = ClusterState()
+    s = Scheduler(state, Placer(state), reservations={}, queue={}, nodes={}, partitions=PARTS,
+                  region_order=("eu", "us"))  # fmt: skip
+    s.nodes["e1"] = node("e1", "eu")
+    s.rebuild({})
+    [routed] = s.route(job("pinned", allowed_regions=["us"]), started_ns=0)
+    assert routed.topic == JOBS_ROUTED and routed.record["region"] == "us"
+    assert routed.partition == region_partition("us", PARTS, ("eu", "us"))
+    [refused] = s.route(job("nowhere", allowed_regions=["mars"]), started_ns=0)
+    assert refused.topic == DECISIONS_PLACEMENT and refused.record["outcome"] == "REJECTED"
+    assert refused.record["reasons"] == ["no known region satisfies allowed_regions=mars"]
