@@ -11,11 +11,15 @@ reserved from s0's end. A later 1-GPU long job of S would still run then (2 + 1 
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from gpuflow.commands.queue import render_queue
 from scorer.tenancy import PreemptionPolicy
+from streams.queue_view import queue_snapshot
 
 TENANTS = {
     "S": {"cohort": "c", "quotas": [{"nominal": 4}]},
@@ -141,3 +145,18 @@ def test_a_tenant_preempts_its_own_lower_priority_job_for_quota(world: Any) -> N
     assert pre["victim_tenant"] == "A" and pre["cause"] == "PRIORITY"
     out = w.report(pre["job_id"], "EVICTED")
     assert "urgent" in placed(out)
+
+
+def test_gpuflow_queue_shows_the_reservation_and_why_the_later_job_waits(world: Any) -> None:
+    w = busy(world)
+    eu = json.loads(json.dumps(queue_snapshot(w.s)))["regions"]["eu"]  # as the worker serves it
+    [q] = eu["quota_reservations"]
+    assert (q["tenant"], q["job_id"], q["gpu_class"], q["gpus"]) == ("S", "big", "A100-80", 2.0)
+    waiting = {j["job_id"]: j for j in eu["waiting"]}
+    assert waiting["late"]["reason_code"] == "QUOTA_RESERVATION"
+    console = Console(width=240, record=True, color_system=None)
+    for part in render_queue({"regions": {"eu": eu}, "quotas": True}):
+        console.print(part)
+    text = console.export_text()
+    assert "S's A100-80 quota reserved for big (2 GPUs) in ~" in text
+    assert "QUOTA_RESERVATION: quota reservation: would delay big" in text
