@@ -249,8 +249,9 @@ class Preemptions:
 
     def sweep(self, region: str) -> list[Outgoing]:
         """Waiting jobs that may preempt (or reclaim), a few per tick, in fair order. A job no
-        eviction can bring within its quota (`VictimSearch.quota_may_admit`) is passed over
-        without using one of the tick's searches."""
+        eviction can bring within its quota (`VictimSearch.quota_may_admit`), or that would
+        delay its tenant's quota reservation on any placement (`quota_holds.surely_blocked`),
+        is passed over without using one of the tick's searches."""
         if not self.policy.enabled:
             return []
         tenancy = self.s.tenancy
@@ -270,6 +271,7 @@ class Preemptions:
         ]  # fmt: skip
         out: list[Outgoing] = []
         relief: dict[Any, Any] = {}
+        holds = tenancy.quota_reservations.get(region, {})
         with tenancy.one_pass():
             tries = 0
             for routed in tenancy.fair_order(region, waiting):
@@ -281,6 +283,8 @@ class Preemptions:
                     continue
                 if not self._may_admit(routed, region, relief):
                     continue  # over its quota whatever is evicted: no search spent on it
+                if quota_holds.surely_blocked(self.s, routed, region, holds):
+                    continue  # would delay its tenant's quota reservation: no search either
                 tries += 1
                 out.extend(self.try_preempt(routed, region))
         return out

@@ -98,6 +98,8 @@ def _pass(
     for routed in order:
         job_id, need = routed["job"]["job_id"], _whole_gpus(routed["job"])
         quotas.seen(routed)
+        if quotas.keeps_out(routed):
+            continue  # would delay its tenant's quota reservation: no placer call, no hold
         if need > free:
             if hold is None and head_tries > 0:
                 head_tries -= 1
@@ -106,8 +108,6 @@ def _pass(
                 _short_of_gpus(s, routed, region, free, gates)
             quotas.refused(routed)
             continue
-        if quotas.keeps_out(routed):
-            continue  # would delay its tenant's quota reservation: no placer call spent
         placed, code = _try(s, routed, region, hold, quotas.holds)
         if placed:
             out.extend(placed)

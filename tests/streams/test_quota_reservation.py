@@ -113,24 +113,27 @@ def test_without_the_knob_the_later_job_overtakes(world: Any) -> None:
     assert "big" not in placed(out)  # S: 3 (s1, s2, late) + 2 > 4
 
 
-@pytest.mark.parametrize("reclaim", [True, False])
-def test_a_preemptor_respects_it_too(world: Any, reclaim: bool) -> None:
+@pytest.mark.parametrize("quick", [True, False])
+def test_a_preemptor_respects_it_too(world: Any, quick: bool) -> None:
     """With preemption, `late` (within nominal) could reclaim a borrowed GPU of B and take
-    the quota `big` waits for; it waits instead. A job of S that ends in time may reclaim."""
+    the quota `big` waits for; it waits instead, and spends none of the tick's searches (one
+    here): `quick`, a later job of S that ends in time, reclaims."""
     w = busy(world)
     for job_id in ("bx", "by"):  # B borrows again: 5 of 4, the node full
         [d] = w.submit(job_id, **batch())
         assert d.record["outcome"] == "PLACED"
+    if quick:
+        [d] = w.submit("quick", **serving(SHORT_S / 10))
+        assert d.record["wait_reason"] == "CAPACITY"
     policy = w.s.tenancy.policy  # preemption on, as a reload would
-    w.s.tenancy.policy = dataclasses.replace(policy, preemption=PreemptionPolicy())
-    if reclaim:
-        w.submit("quick", **serving(SHORT_S / 10))
+    w.s.tenancy.policy = dataclasses.replace(
+        policy, preemption=PreemptionPolicy(searches_per_tick=1)
+    )
     w.tick(30)
     pre = w.preemptions()
-    assert [p["for_job_id"] for p in pre] == (["quick"] if reclaim else [])
+    assert [p["for_job_id"] for p in pre] == (["quick"] if quick else [])
     assert "late" not in w.s.tenancy.running and not w.s.queue["late"].get("preempting")
-    # with quick's claim S holds 4: late is over quota; without, it would delay big
-    assert w.s.tenancy.waits["late"][0] == ("QUOTA" if reclaim else "QUOTA_RESERVATION")
+    assert w.s.tenancy.waits["late"][0] == "QUOTA_RESERVATION"  # not a gang reservation
 
 
 def test_a_tenant_preempts_its_own_lower_priority_job_for_quota(world: Any) -> None:
