@@ -10,8 +10,9 @@ those GPUs held for the pass). Work per pass is bounded by `max_refusals`: refus
 placer (CAPACITY, BACKFILL). A job its tenant's quota refuses (QUOTA, ALLOWANCE) costs no
 placer call and does not count: like Kueue's BestEffortFIFO, an inadmissible job never keeps
 the jobs behind it from being tried, except its own tenant's: the first job of each tenant
-that its own quota refuses gets a quota reservation (`streams.quota_holds`), and a later job of
-that tenant starts only where it does not delay it (QUOTA_RESERVATION, no refusal counted).
+that cannot start (refused by its quota, or within it but short of GPUs) gets a quota
+reservation (`streams.quota_holds`), and a later job of that tenant starts only where it does
+not delay it (QUOTA_RESERVATION, no refusal counted).
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ def _pass(
             quotas.refused(routed)
             continue  # refused by quota alone: no placer refusal counted
         refused += 1
+        quotas.refused(routed)
         if hold is None and head_tries > 0 and code == CAPACITY:
             head_tries -= 1
             hold = reserve(s, routed, region)
@@ -133,8 +135,9 @@ def _pass(
 
 
 class _QuotaHeads:
-    """A pass's quota reservations: each tenant's first job its own quota refuses gets one
-    (`streams.quota_holds`); tenants the pass did not reach keep the last pass's."""
+    """A pass's quota reservations: each tenant's first job that cannot start gets one
+    (`streams.quota_holds`), refused by its quota or within it but short of GPUs; tenants the
+    pass did not reach keep the last pass's."""
 
     def __init__(self, s: Scheduler, region: str) -> None:
         self.s, self.region = s, region
@@ -150,9 +153,9 @@ class _QuotaHeads:
         tenant, job_id = str(routed["job"].get("tenant", "default")), routed["job"]["job_id"]
         if not self.on or tenant in self.decided:
             return
-        if self.s.tenancy.waits.get(job_id, ("",))[0] != QUOTA:
-            return
-        self.decided.add(tenant)
+        self.decided.add(tenant)  # its first job that cannot start, whatever the reason
+        if self.s.tenancy.waits.get(job_id, ("",))[0] == ALLOWANCE:
+            return  # waits on its non-preemptible allowance, not on quota others could take
         res = quota_holds.reserve_quota(self.s, routed, self.region)
         if res is not None:
             self.holds[tenant] = res

@@ -1,7 +1,9 @@
 """Quota reservations in a region: the mechanism of `scorer.tenancy.quota_reservation`.
 
-The retry pass (`streams.queueing`) gives each tenant's first job its own quota refuses a
-reservation on that quota (`reserve_quota`), kept between passes in
+The retry pass (`streams.queueing`) gives each tenant's first job that cannot start a
+reservation on its quota (`reserve_quota`): refused by the quota, from when its own jobs free
+enough; within the quota but short of GPUs, from now (its tenant's later jobs must leave it
+room while it waits for GPUs or reclaims them). The reservations are kept between passes in
 `Tenancy.quota_reservations` (region -> tenant -> reservation) so that arriving jobs and
 preemptors respect it too. Before a later job of the same tenant starts (or preempts) in the
 reserved cell, `blocking` says whether it would delay the reservation; such a job waits with
@@ -47,9 +49,9 @@ def _holding(
 
 
 def reserve_quota(s: Scheduler, routed: Mapping[str, Any], region: str) -> QuotaReservation | None:
-    """The reservation of a tenant's first waiting job its quota refuses (the earliest over
-    the GPU classes it may use); its wait reason says when. None: its own jobs never free
-    enough, or the cohort's idle quota decides (`own_cap`)."""
+    """The quota reservation of a tenant's first waiting job that cannot start (the earliest
+    over the GPU classes it may use); a job its quota refuses is told when. None: its own jobs
+    never free enough, or the cohort's idle quota decides (`own_cap`)."""
     spec = s.spec_of(routed)
     prio = s.tenancy.priority(spec)
     if isinstance(prio, str):
@@ -67,8 +69,8 @@ def reserve_quota(s: Scheduler, routed: Mapping[str, Any], region: str) -> Quota
         start = quota_start(_holding(s, res), cap=cap, need=need, now_ms=now)
         if start is not None and (best is None or start < best.start_ms):
             best = dataclasses.replace(res, start_ms=start)
-    if best is not None:
-        _, why = s.tenancy.waits.get(spec.job_id, (QUOTA, "quota"))
+    code, why = s.tenancy.waits.get(spec.job_id, (QUOTA, "quota"))
+    if best is not None and code == QUOTA:
         wait_s = max(0.0, (best.start_ms - now) / 1000)
         s.tenancy.wait(spec.job_id, QUOTA, f"{why}; its quota is reserved in ~{wait_s:.0f}s")
     return best

@@ -163,3 +163,26 @@ def test_gpuflow_queue_shows_the_reservation_and_why_the_later_job_waits(world: 
     text = console.export_text()
     assert "S's A100-80 quota reserved for big (2 GPUs) in ~" in text
     assert "QUOTA_RESERVATION: quota reservation: would delay big" in text
+
+
+def test_a_head_job_within_quota_waiting_for_gpus_keeps_its_quota(world: Any) -> None:
+    """S (nominal 4) runs 2; B runs 6 (borrowing 2): full. S's `big` (2 GPUs: 2 + 2 <= 4) waits
+    for GPUs, not quota; one of B's jobs ends. The pass reserves big's quota from now: a later
+    1-GPU long job of S (2 + 1 + 2 > 4) would leave big over quota once GPUs free, and waits."""
+    policy = {"tenants": TENANTS, "preemption": {"enabled": False}}
+    w = world(policy=policy)
+    for job_id in ("s0", "s1"):
+        w.submit(job_id, **serving(LONG_S))
+    for i in range(6):
+        w.submit(f"b{i}", **batch())
+    w.advance(1)
+    [d] = w.submit("big", gpu_count=2, **serving(LONG_S))
+    assert d.record["wait_reason"] == "CAPACITY"
+    w.advance(10)
+    w.report("b0", "FINISHED")  # 1 GPU free: not enough for big
+    res = w.s.tenancy.quota_reservations["eu"]["S"]
+    assert (res.job_id, res.start_ms) == ("big", w.now)
+    [d] = w.submit("late", **serving(LONG_S))
+    assert d.record["outcome"] == "QUEUED" and d.record["wait_reason"] == "QUOTA_RESERVATION"
+    [d] = w.submit("quick", **serving(10.0))  # 2 + 1 + 2 > 4 too, and it ends after now
+    assert d.record["wait_reason"] == "QUOTA_RESERVATION"
