@@ -9,10 +9,9 @@ expected to end before it, or it keeps off the reserved GPUs that are free now (
 those GPUs held for the pass). Work per pass is bounded by `max_refusals`: refusals by the
 placer (CAPACITY, BACKFILL). A job its tenant's quota refuses (QUOTA, ALLOWANCE) costs no
 placer call and does not count: like Kueue's BestEffortFIFO, an inadmissible job never keeps
-the jobs behind it from being tried, except its own tenant's: the first job of each tenant
-that cannot start (refused by its quota, or within it but short of GPUs) gets a quota
-reservation (`streams.quota_holds`), and a later job of that tenant starts only where it does
-not delay it (QUOTA_RESERVATION, no refusal counted).
+the jobs behind it from being tried, except its own tenant's: each tenant's oldest job of its
+highest priority holds a quota reservation (`streams.quota_holds`), and another job of that
+tenant starts only where it does not delay it (QUOTA_RESERVATION, no refusal counted).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +30,7 @@ from scorer.framework import CycleContext
 from scorer.outcome import model_vectors
 from scorer.tenancy import QuotaReservation, Reservation, earliest_start, held_now
 from streams import quota_holds
+from streams.fairness import entry_priority
 from streams.outbox import Outgoing
 from streams.tenancy import (
     ALLOWANCE,
@@ -95,7 +95,7 @@ def _pass(
     hold: GangHold | None = None
     refused, head_tries = 0, _HEAD_TRIES if backfill else 0
     gates: dict[tuple[Any, ...], tuple[str, str]] = {}
-    quotas = _QuotaHeads(s, region)
+    quotas = _QuotaHeads(s, region, waiting)
     for routed in order:
         job_id, need = routed["job"]["job_id"], _whole_gpus(routed["job"])
         quotas.seen(routed)
@@ -107,20 +107,18 @@ def _pass(
                 hold = reserve(s, routed, region)
             elif not (hold and hold.reservation.job_id == job_id):
                 _short_of_gpus(s, routed, region, free, gates)
-            quotas.refused(routed)
             continue
         placed, code = _try(s, routed, region, hold, quotas.holds)
         if placed:
             out.extend(placed)
             free -= need
             order.placed(routed)
+            quotas.started(routed)
             gates.clear()  # usage grew: the quota's answers may change
             continue
         if code in _GATED:
-            quotas.refused(routed)
             continue  # refused by quota alone: no placer refusal counted
         refused += 1
-        quotas.refused(routed)
         if hold is None and head_tries > 0 and code == CAPACITY:
             head_tries -= 1
             hold = reserve(s, routed, region)
@@ -135,30 +133,37 @@ def _pass(
 
 
 class _QuotaHeads:
-    """A pass's quota reservations: each tenant's first job that cannot start gets one
-    (`streams.quota_holds`), refused by its quota or within it but short of GPUs; tenants the
-    pass did not reach keep the last pass's."""
+    """A pass's quota reservations (`streams.quota_holds`): one per tenant, for its oldest
+    waiting job of its highest priority (priority, then age, whatever the within-tenant order:
+    a speed-aware order ranks a gang the free GPUs cannot hold last, and would hand the
+    reservation to a small job instead), made before any job of the pass starts and dropped
+    when that job starts. Tenants the pass did not reach keep the last pass's."""
 
-    def __init__(self, s: Scheduler, region: str) -> None:
+    def __init__(self, s: Scheduler, region: str, waiting: Sequence[Mapping[str, Any]]) -> None:
         self.s, self.region = s, region
         self.on = quota_holds.enabled(s)
         self.holds: dict[str, QuotaReservation] = {}
-        self.decided: set[str] = set()  # tenants whose first quota-refused job was seen
         self.tenants: set[str] = set()
+        heads: dict[str, Mapping[str, Any]] = {}
+        for routed in waiting if self.on else ():
+            tenant = str(routed["job"].get("tenant", "default"))
+            if tenant not in heads or _head_key(routed) < _head_key(heads[tenant]):
+                heads[tenant] = routed
+        for tenant, routed in heads.items():
+            if s.tenancy.waits.get(routed["job"]["job_id"], ("",))[0] == ALLOWANCE:
+                continue  # waits on its non-preemptible allowance, not on quota
+            res = quota_holds.reserve_quota(s, routed, region)
+            if res is not None:
+                self.holds[tenant] = res
 
     def seen(self, routed: Mapping[str, Any]) -> None:
         self.tenants.add(str(routed["job"].get("tenant", "default")))
 
-    def refused(self, routed: Mapping[str, Any]) -> None:
-        tenant, job_id = str(routed["job"].get("tenant", "default")), routed["job"]["job_id"]
-        if not self.on or tenant in self.decided:
-            return
-        self.decided.add(tenant)  # its first job that cannot start, whatever the reason
-        if self.s.tenancy.waits.get(job_id, ("",))[0] == ALLOWANCE:
-            return  # waits on its non-preemptible allowance, not on quota others could take
-        res = quota_holds.reserve_quota(self.s, routed, self.region)
-        if res is not None:
-            self.holds[tenant] = res
+    def started(self, routed: Mapping[str, Any]) -> None:
+        tenant = str(routed["job"].get("tenant", "default"))
+        res = self.holds.get(tenant)
+        if res is not None and res.job_id == routed["job"]["job_id"]:
+            del self.holds[tenant]
 
     def keeps_out(self, routed: Mapping[str, Any]) -> bool:
         res = quota_holds.surely_blocked(self.s, routed, self.region, self.holds)
@@ -174,6 +179,13 @@ class _QuotaHeads:
         last = self.s.tenancy.quota_reservations.get(self.region, {})
         kept = {t: r for t, r in last.items() if t not in self.tenants and r.job_id in self.s.queue}
         self.s.tenancy.quota_reservations[self.region] = {**kept, **self.holds}
+        for res in self.holds.values():
+            quota_holds.tell(self.s, res)
+
+
+def _head_key(routed: Mapping[str, Any]) -> tuple[int, int, str]:
+    """Highest priority, then the longest waiting."""
+    return (-entry_priority(routed), int(routed.get("queued_ts", 0)), routed["job"]["job_id"])
 
 
 def _short_of_gpus(

@@ -26,7 +26,7 @@ from streams.tenancy import QUOTA, QUOTA_RESERVATION
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
 
-__all__ = ["blocking", "enabled", "reserve_quota", "surely_blocked", "wait_reason"]
+__all__ = ["blocking", "enabled", "reserve_quota", "surely_blocked", "tell", "wait_reason"]
 
 Holds = Mapping[str, QuotaReservation]  # tenant -> its reservation in one region
 
@@ -50,8 +50,8 @@ def _holding(
 
 def reserve_quota(s: Scheduler, routed: Mapping[str, Any], region: str) -> QuotaReservation | None:
     """The quota reservation of a tenant's first waiting job that cannot start (the earliest
-    over the GPU classes it may use); a job its quota refuses is told when. None: its own jobs
-    never free enough, or the cohort's idle quota decides (`own_cap`)."""
+    over the GPU classes it may use). None: its own jobs never free enough, or the cohort's
+    idle quota decides (`own_cap`)."""
     spec = s.spec_of(routed)
     prio = s.tenancy.priority(spec)
     if isinstance(prio, str):
@@ -69,10 +69,6 @@ def reserve_quota(s: Scheduler, routed: Mapping[str, Any], region: str) -> Quota
         start = quota_start(_holding(s, res), cap=cap, need=need, now_ms=now)
         if start is not None and (best is None or start < best.start_ms):
             best = dataclasses.replace(res, start_ms=start)
-    code, why = s.tenancy.waits.get(spec.job_id, (QUOTA, "quota"))
-    if best is not None and code == QUOTA:
-        wait_s = max(0.0, (best.start_ms - now) / 1000)
-        s.tenancy.wait(spec.job_id, QUOTA, f"{why}; its quota is reserved in ~{wait_s:.0f}s")
     return best
 
 
@@ -134,6 +130,14 @@ def surely_blocked(
     end = s.clock() + fastest * 1000 if fastest is not None else math.inf
     milli = spec.gpu_count * spec.gpu_milli
     return res if delays_quota(_holding(s, res), res, milli=milli, end_ms=end) else None
+
+
+def tell(s: Scheduler, res: QuotaReservation) -> None:
+    """A reserved job its quota refuses is told when its quota is reserved."""
+    code, why = s.tenancy.waits.get(res.job_id, ("", ""))
+    if code == QUOTA and "its quota is reserved" not in why:
+        wait_s = max(0.0, (res.start_ms - s.clock()) / 1000)
+        s.tenancy.wait(res.job_id, QUOTA, f"{why}; its quota is reserved in ~{wait_s:.0f}s")
 
 
 def wait_reason(s: Scheduler, res: QuotaReservation) -> tuple[str, str]:
