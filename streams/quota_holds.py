@@ -1,8 +1,8 @@
 """Quota reservations in a region: the mechanism of `scorer.tenancy.quota_reservation`.
 
-The retry pass (`streams.queueing`) gives each tenant's first job that cannot start a
-reservation on its quota (`reserve_quota`): refused by the quota, from when its own jobs free
-enough; within the quota but short of GPUs, from now (its tenant's later jobs must leave it
+The retry pass (`streams.queueing`) gives each tenant's oldest waiting job of its highest
+priority a reservation on its quota (`reserve_quota`): refused by the quota, from when its own
+jobs free enough; within the quota, from now (its tenant's later jobs must leave it
 room while it waits for GPUs or reclaims them). The reservations are kept between passes in
 `Tenancy.quota_reservations` (region -> tenant -> reservation) so that arriving jobs and
 preemptors respect it too. Before a later job of the same tenant starts (or preempts) in the
@@ -49,8 +49,8 @@ def _holding(
 
 
 def reserve_quota(s: Scheduler, routed: Mapping[str, Any], region: str) -> QuotaReservation | None:
-    """The quota reservation of a tenant's first waiting job that cannot start (the earliest
-    over the GPU classes it may use). None: its own jobs never free enough, or the cohort's
+    """The quota reservation of a tenant's head-of-line job (the earliest over the GPU classes
+    it may use). None: its own jobs never free enough, or the cohort's
     idle quota decides (`own_cap`)."""
     spec = s.spec_of(routed)
     prio = s.tenancy.priority(spec)

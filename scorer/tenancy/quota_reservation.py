@@ -1,8 +1,8 @@
 """Quota reservation: EASY backfill applied to a tenant's quota (Kueue's StrictFIFO with
 backfill; a Slurm reservation on an account's limit).
 
-A tenant's first waiting job in its own order (priority, then age) that cannot start gets a
-reservation on its quota in a cell (tenant, region, GPU class): the earliest time the tenant's
+A tenant's oldest waiting job of its highest priority gets a reservation on its quota in a
+cell (tenant, region, GPU class): the earliest time the tenant's
 placements there, ending as expected, leave room for it (now, when the job waits for GPUs
 within its quota). A later job of the same
 tenant that would take quota in the same cell starts only where it does not delay that time:

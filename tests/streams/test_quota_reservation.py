@@ -186,3 +186,31 @@ def test_a_head_job_within_quota_waiting_for_gpus_keeps_its_quota(world: Any) ->
     assert d.record["outcome"] == "QUEUED" and d.record["wait_reason"] == "QUOTA_RESERVATION"
     [d] = w.submit("quick", **serving(10.0))  # 2 + 1 + 2 > 4 too, and it ends after now
     assert d.record["wait_reason"] == "QUOTA_RESERVATION"
+
+
+def test_the_oldest_job_holds_the_reservation_whatever_the_within_tenant_order(
+    world: Any,
+) -> None:
+    """The speed-aware order ranks a job the free GPUs cannot hold last: with 1 GPU free,
+    S's 1-GPU `late` comes before its older 2-GPU `big`. Were the reservation the first job
+    that cannot start in that order, `late` would start (2 + 1 <= 4) and leave `big` over
+    quota (3 + 2 > 4) once GPUs free; the oldest job of S holds it instead."""
+    w = world(policy={"tenants": TENANTS, "preemption": {"enabled": False}})
+    w.s.tenancy.within_order = w.s._speed_order
+    for job_id in ("s0", "s1"):
+        w.submit(job_id, **serving(LONG_S))
+    for i in range(6):
+        w.submit(f"b{i}", **batch())
+    w.advance(1)
+    [d] = w.submit("big", gpu_count=2, **serving(LONG_S))
+    assert d.record["wait_reason"] == "CAPACITY"
+    w.advance(1)
+    [d] = w.submit("late", **serving(LONG_S))
+    assert d.record["wait_reason"] == "CAPACITY"
+    w.advance(10)
+    order = [r["job"]["job_id"] for r in w.s._speed_order(list(w.s.queue.values()))]
+    assert order == ["big", "late"]  # nothing free: both ranked last, oldest first
+    w.report("b0", "FINISHED")  # 1 GPU free: late fits it, big does not
+    assert "late" not in w.s.tenancy.running
+    assert w.s.tenancy.waits["late"][0] == "QUOTA_RESERVATION"
+    assert w.s.tenancy.quota_reservations["eu"]["S"].job_id == "big"
