@@ -2,12 +2,11 @@
 backfill; a Slurm reservation on an account's limit).
 
 A tenant's oldest waiting job of its highest priority gets a reservation on its quota in a
-cell (tenant, region, GPU class): the earliest time the tenant's
-placements there, ending as expected, leave room for it (now, when the job waits for GPUs
-within its quota). A later job of the same
-tenant that would take quota in the same cell starts only where it does not delay that time:
-it is expected to end by then, or the quota then has room for both. Jobs of other tenants are
-not touched (their quota is their own).
+cell (tenant, region, GPU class): the earliest time the tenant's placements there, ending as
+expected, leave room for it (now, when it waits for GPUs within its quota). Another job of the
+same tenant that would take quota in the same cell starts only where it does not delay that
+time: it is expected to end by then, or the quota then has room for both. Jobs of other
+tenants are not touched (their quota is their own).
 
 Only a cap the tenant's own jobs free is reserved (`own_cap`): the nominal quota for
 non-preemptible work (it never borrows) or a tenant in no cohort, nominal + borrowing limit
