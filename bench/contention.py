@@ -2,7 +2,7 @@
 preemption, quotas and backfill.
 
     .venv/bin/python bench/contention.py [--hours 12] [--seed 0] [--tick-s 30] [--jobs N]
-                                         [--out FILE]
+                                         [--only NAME ...] [--out FILE]
 
 Cluster: one region of 16 servers x 8 A100-80 (128 GPUs; 128 cores, 1 TiB each). Three tenants
 with the same fair-share weight, in one cohort, each with nominal quota of a third of the GPUs
@@ -310,14 +310,27 @@ def main() -> None:
     ap.add_argument("--tick-s", type=float, default=30.0, help="scheduler timer, virtual seconds")
     ap.add_argument("--jobs", type=int, default=1, help="runs in parallel processes")
     ap.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        help=f"run only this one (repeatable; names hold commas: {'; '.join(CONFIGS)}); "
+        "needs --out",
+    )
+    ap.add_argument(
         "--out", type=Path, default=None, help="result file (default bench/results/contention.json)"
     )
     args = ap.parse_args()
+    names = list(CONFIGS) if args.only is None else list(args.only)
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        ap.error(f"unknown run {unknown[0]!r} (known: {', '.join(CONFIGS)})")
+    if args.only is not None and args.out is None:
+        ap.error("--only writes a partial result: give it --out FILE")
     jobs = workload(args.hours, args.seed)
     started = time.perf_counter()
     with concurrent.futures.ProcessPoolExecutor(max(1, args.jobs)) as pool:
         futures = {
-            name: pool.submit(run_one, name, args.hours, args.seed, args.tick_s) for name in CONFIGS
+            name: pool.submit(run_one, name, args.hours, args.seed, args.tick_s) for name in names
         }
         runs: dict[str, Any] = {}
         for name, future in futures.items():
@@ -338,6 +351,7 @@ def main() -> None:
         "quotas": {"equal": nominal_quotas(False), "sized to demand": nominal_quotas(True)},
         "targets": targets(runs),
         "targets_quotas_sized_to_demand": targets(runs, ", quotas sized to demand"),
+        "partial": args.only is not None,
         "loadavg": os.getloadavg(),
         "wall_s": round(time.perf_counter() - started, 1),
         "parallel_runs": max(1, args.jobs),
@@ -368,7 +382,11 @@ def _line(r: dict[str, Any]) -> str:
 
 
 def targets(runs: dict[str, Any], suffix: str = "") -> dict[str, Any]:
-    """The issue's targets against the measured figures (met or not, with the figure)."""
+    """The issue's targets against the measured figures (met or not, with the figure); {}
+    when a partial run (`--only`) lacks a run they compare."""
+    needed = ("all" + suffix, "no-preemption" + suffix, "no-quotas")
+    if any(name not in runs for name in needed):
+        return {}
     allp, nop = runs["all" + suffix], runs["no-preemption" + suffix]
     p99_all, p99_nop = allp["high_priority_wait_s"]["p99"], nop["high_priority_wait_s"]["p99"]
     ratio = p99_nop / p99_all if p99_all > 0 else math.inf

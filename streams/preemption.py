@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from infra.topics import DECISIONS_PREEMPTION
 from scorer import Assignment, JobSpec, PlacementResult, ReservationError
 from scorer.tenancy import RECLAIM, Candidate, JobPriority, VictimPlan
+from streams import quota_holds
 from streams.convert import assignment_records, parse_assignments
 from streams.fairness import entry_priority
 from streams.outbox import Outgoing, new_event_id, outgoing
@@ -69,11 +70,22 @@ class Preemptions:
             plan = self.search.run(spec, prio, region, cls, models)
             if plan is not None and (best is None or plan.cost < best[0].cost):
                 best = (plan, cls)
+        if best is not None and self._delays_quota(routed, region, best[0]):
+            best = None
         if best is None:
             self._fruitless[spec.job_id] = version
             return []
         self._fruitless.pop(spec.job_id, None)
         return self._commit(routed, region, spec, prio, *best)
+
+    def _delays_quota(self, routed: Mapping[str, Any], region: str, plan: VictimPlan) -> bool:
+        """A preemptor respects its tenant's quota reservation like any job that starts."""
+        holds = self.s.tenancy.quota_reservations.get(region, {})
+        leaving = {v.job_id for v in plan.victims}
+        res = quota_holds.blocking(self.s, routed, plan.target, holds, leaving)
+        if res is not None:
+            self.s.tenancy.wait(routed["job"]["job_id"], *quota_holds.wait_reason(self.s, res))
+        return res is not None
 
     def _commit(
         self,
@@ -237,8 +249,9 @@ class Preemptions:
 
     def sweep(self, region: str) -> list[Outgoing]:
         """Waiting jobs that may preempt (or reclaim), a few per tick, in fair order. A job no
-        eviction can bring within its quota (`VictimSearch.quota_may_admit`) is passed over
-        without using one of the tick's searches."""
+        eviction can bring within its quota (`VictimSearch.quota_may_admit`), or that would
+        delay its tenant's quota reservation on any placement (`quota_holds.surely_blocked`),
+        is passed over without using one of the tick's searches."""
         if not self.policy.enabled:
             return []
         tenancy = self.s.tenancy
@@ -258,6 +271,7 @@ class Preemptions:
         ]  # fmt: skip
         out: list[Outgoing] = []
         relief: dict[Any, Any] = {}
+        holds = tenancy.quota_reservations.get(region, {})
         with tenancy.one_pass():
             tries = 0
             for routed in tenancy.fair_order(region, waiting):
@@ -269,6 +283,8 @@ class Preemptions:
                     continue
                 if not self._may_admit(routed, region, relief):
                     continue  # over its quota whatever is evicted: no search spent on it
+                if quota_holds.surely_blocked(self.s, routed, region, holds):
+                    continue  # would delay its tenant's quota reservation: no search either
                 tries += 1
                 out.extend(self.try_preempt(routed, region))
         return out

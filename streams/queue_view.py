@@ -51,6 +51,17 @@ def _region(s: Scheduler, region: str, now: int, limit: int) -> dict[str, Any]:
             "start_in_s": round(max(0.0, (reservation.start_ms - now) / 1000), 1),
             "gpus": {n: list(g) for n, g in reservation.gpus.items()},
         },
+        "quota_reservations": [
+            {
+                "tenant": tenant,
+                "job_id": res.job_id,
+                "gpu_class": res.gpu_class,
+                "gpus": res.need / MILLI,
+                "start_in_s": round(max(0.0, (res.start_ms - now) / 1000), 1),
+            }
+            for tenant, res in sorted(s.tenancy.quota_reservations.get(region, {}).items())
+            if res.job_id in s.queue
+        ],
     }
 
 

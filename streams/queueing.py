@@ -9,7 +9,9 @@ expected to end before it, or it keeps off the reserved GPUs that are free now (
 those GPUs held for the pass). Work per pass is bounded by `max_refusals`: refusals by the
 placer (CAPACITY, BACKFILL). A job its tenant's quota refuses (QUOTA, ALLOWANCE) costs no
 placer call and does not count: like Kueue's BestEffortFIFO, an inadmissible job never keeps
-the jobs behind it from being tried.
+the jobs behind it from being tried, except its own tenant's: each tenant's oldest job of its
+highest priority holds a quota reservation (`streams.quota_holds`), and another job of that
+tenant starts only where it does not delay it (QUOTA_RESERVATION, no refusal counted).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +28,19 @@ import numpy as np
 from scorer import Assignment, JobSpec, PlacementResult
 from scorer.framework import CycleContext
 from scorer.outcome import model_vectors
-from scorer.tenancy import Reservation, earliest_start, held_now
+from scorer.tenancy import QuotaReservation, Reservation, earliest_start, held_now
+from streams import quota_holds
+from streams.fairness import entry_priority
 from streams.outbox import Outgoing
-from streams.tenancy import ALLOWANCE, BACKFILL, CAPACITY, GANG_RESERVATION, HOLD, QUOTA
+from streams.tenancy import (
+    ALLOWANCE,
+    BACKFILL,
+    CAPACITY,
+    GANG_RESERVATION,
+    HOLD,
+    QUOTA,
+    QUOTA_RESERVATION,
+)
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
@@ -50,7 +62,8 @@ def _whole_gpus(job: Mapping[str, Any]) -> int:
     return int(job.get("gpu_count", 1)) if int(job.get("gpu_milli", 1000)) >= 1000 else 0
 
 
-_GATED = frozenset((QUOTA, ALLOWANCE))  # refusals of the quota gate, before any placer call
+# refusals of the quota gate, and of a quota reservation: no placer refusal counted
+_GATED = frozenset((QUOTA, ALLOWANCE, QUOTA_RESERVATION))
 # what the quota gate reads of a job (its answer is the same for jobs alike in these)
 _GATE_FIELDS = ("tenant", "priority_class", "priority", "preemptible", "gpu_count", "gpu_milli",
                 "allowed_gpu_models")  # fmt: skip
@@ -66,6 +79,7 @@ def retry_region(s: Scheduler, region: str, *, max_refusals: int = 8) -> list[Ou
     ]  # fmt: skip
     if not waiting:
         s.tenancy.reservations.pop(region, None)
+        s.tenancy.quota_reservations.pop(region, None)
         return []
     with s.tenancy.one_pass():
         return _pass(s, region, waiting, max_refusals)
@@ -81,8 +95,12 @@ def _pass(
     hold: GangHold | None = None
     refused, head_tries = 0, _HEAD_TRIES if backfill else 0
     gates: dict[tuple[Any, ...], tuple[str, str]] = {}
+    quotas = _QuotaHeads(s, region, waiting)
     for routed in order:
         job_id, need = routed["job"]["job_id"], _whole_gpus(routed["job"])
+        quotas.seen(routed)
+        if quotas.keeps_out(routed):
+            continue  # would delay its tenant's quota reservation: no placer call, no hold
         if need > free:
             if hold is None and head_tries > 0:
                 head_tries -= 1
@@ -90,15 +108,16 @@ def _pass(
             elif not (hold and hold.reservation.job_id == job_id):
                 _short_of_gpus(s, routed, region, free, gates)
             continue
-        placed, code = _try(s, routed, region, hold)
+        placed, code = _try(s, routed, region, hold, quotas.holds)
         if placed:
             out.extend(placed)
             free -= need
             order.placed(routed)
+            quotas.started(routed)
             gates.clear()  # usage grew: the quota's answers may change
             continue
         if code in _GATED:
-            continue  # refused by quota alone: no placer call spent
+            continue  # refused by quota alone: no placer refusal counted
         refused += 1
         if hold is None and head_tries > 0 and code == CAPACITY:
             head_tries -= 1
@@ -109,7 +128,64 @@ def _pass(
         s.tenancy.reservations[region] = hold
     else:
         s.tenancy.reservations.pop(region, None)
+    quotas.keep()
     return out
+
+
+class _QuotaHeads:
+    """A pass's quota reservations (`streams.quota_holds`): one per tenant, for its oldest
+    waiting job of its highest priority (priority, then age, whatever the within-tenant order:
+    a speed-aware order ranks a gang the free GPUs cannot hold last, and would hand the
+    reservation to a small job instead), made before any job of the pass starts and dropped
+    when that job starts. Tenants the pass did not reach keep the last pass's."""
+
+    def __init__(self, s: Scheduler, region: str, waiting: Sequence[Mapping[str, Any]]) -> None:
+        self.s, self.region = s, region
+        self.on = quota_holds.enabled(s)
+        self.holds: dict[str, QuotaReservation] = {}
+        self.tenants: set[str] = set()
+        heads: dict[str, Mapping[str, Any]] = {}
+        for routed in waiting if self.on else ():
+            tenant = str(routed["job"].get("tenant", "default"))
+            if tenant not in heads or _head_key(routed) < _head_key(heads[tenant]):
+                heads[tenant] = routed
+        for tenant, routed in heads.items():
+            if s.tenancy.waits.get(routed["job"]["job_id"], ("",))[0] == ALLOWANCE:
+                continue  # waits on its non-preemptible allowance, not on quota
+            res = quota_holds.reserve_quota(s, routed, region)
+            if res is not None:
+                self.holds[tenant] = res
+
+    def seen(self, routed: Mapping[str, Any]) -> None:
+        self.tenants.add(str(routed["job"].get("tenant", "default")))
+
+    def started(self, routed: Mapping[str, Any]) -> None:
+        tenant = str(routed["job"].get("tenant", "default"))
+        res = self.holds.get(tenant)
+        if res is not None and res.job_id == routed["job"]["job_id"]:
+            del self.holds[tenant]
+
+    def keeps_out(self, routed: Mapping[str, Any]) -> bool:
+        res = quota_holds.surely_blocked(self.s, routed, self.region, self.holds)
+        if res is None:
+            return False
+        self.s.tenancy.wait(routed["job"]["job_id"], *quota_holds.wait_reason(self.s, res))
+        return True
+
+    def keep(self) -> None:
+        if not self.on:
+            self.s.tenancy.quota_reservations.pop(self.region, None)
+            return
+        last = self.s.tenancy.quota_reservations.get(self.region, {})
+        kept = {t: r for t, r in last.items() if t not in self.tenants and r.job_id in self.s.queue}
+        self.s.tenancy.quota_reservations[self.region] = {**kept, **self.holds}
+        for res in self.holds.values():
+            quota_holds.tell(self.s, res)
+
+
+def _head_key(routed: Mapping[str, Any]) -> tuple[int, int, str]:
+    """Highest priority, then the longest waiting."""
+    return (-entry_priority(routed), int(routed.get("queued_ts", 0)), routed["job"]["job_id"])
 
 
 def _short_of_gpus(
@@ -136,8 +212,13 @@ def _short_of_gpus(
 def respect_reservation(
     s: Scheduler, routed: Mapping[str, Any], region: str, result: PlacementResult
 ) -> tuple[PlacementResult, str, str]:
-    """An arriving job placed outside a retry pass keeps off the region's gang reservation too
-    (the one the last pass made, while its job still waits)."""
+    """An arriving job placed outside a retry pass respects the region's reservations too (the
+    ones the last pass made, while their jobs still wait): its tenant's quota reservation, then
+    the gang reservation."""
+    quota = quota_holds.blocking(s, routed, result, s.tenancy.quota_reservations.get(region, {}))
+    if quota is not None:
+        code, why = quota_holds.wait_reason(s, quota)
+        return PlacementResult(placed=False, reasons=(why,)), code, why
     hold = s.tenancy.reservations.get(region)
     if hold is None or hold.reservation.job_id not in s.queue or _harmless(s, result, hold):
         return result, "", ""
@@ -157,7 +238,11 @@ def _delays(s: Scheduler, hold: GangHold) -> str:
 
 
 def _try(
-    s: Scheduler, routed: Mapping[str, Any], region: str, hold: GangHold | None
+    s: Scheduler,
+    routed: Mapping[str, Any],
+    region: str,
+    hold: GangHold | None,
+    quotas: Mapping[str, QuotaReservation],
 ) -> tuple[list[Outgoing], str]:
     job_id = routed["job"]["job_id"]
     result, code, reason = s.propose(routed, region)
@@ -170,6 +255,10 @@ def _try(
         if not result.placed:
             s.tenancy.wait(job_id, BACKFILL, _delays(s, hold))
             return [], BACKFILL
+    quota = quota_holds.blocking(s, routed, result, quotas)
+    if quota is not None:
+        s.tenancy.wait(job_id, *quota_holds.wait_reason(s, quota))
+        return [], QUOTA_RESERVATION
     note = s.queue_why.pop(job_id, "")  # why the queue order tried it now (speed-aware)
     placed = s.commit({**routed, "_retry": True}, result, time.perf_counter_ns(), note=note)
     return ([placed] if placed is not None else []), ""

@@ -9,7 +9,7 @@ Policy is `scorer.tenancy` (pure); this module keeps the state it needs and asks
   - the queue order of a region (`streams.fairness`): tenants by weighted DRF share, within a
     tenant by `within_order` (default: priority, then age);
   - why each waiting job waits (QUOTA, CAPACITY, GANG_RESERVATION, BACKFILL, PREEMPTING,
-    ALLOWANCE), for `gpuflow queue`.
+    ALLOWANCE, QUOTA_RESERVATION), for `gpuflow queue`.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ __all__ = [
     "HOLD",
     "PREEMPTING",
     "QUOTA",
+    "QUOTA_RESERVATION",
     "Gate",
     "Running",
     "Tenancy",
@@ -51,6 +52,7 @@ __all__ = [
 
 QUOTA, CAPACITY, GANG_RESERVATION = "QUOTA", "CAPACITY", "GANG_RESERVATION"
 BACKFILL, PREEMPTING, ALLOWANCE = "BACKFILL", "PREEMPTING", "ALLOWANCE"
+QUOTA_RESERVATION = "QUOTA_RESERVATION"  # would delay the tenant's head job's quota
 HOLD = "hold:"  # state keys of GPUs held for a preemptor (never a job id)
 MILLI = 1000
 
@@ -132,6 +134,8 @@ class Tenancy:
         self.claims: dict[str, Running] = {}  # preemptors: GPUs promised, not yet placed
         self.waits: dict[str, tuple[str, str]] = {}  # job_id -> (code, one line)
         self.reservations: dict[str, Any] = {}  # region -> GangHold (streams.queueing)
+        # region -> tenant -> QuotaReservation (streams.quota_holds)
+        self.quota_reservations: dict[str, dict[str, Any]] = {}
         # victims of pending preemptions (-> their preemptor): committed to leave, so their
         # GPUs count for their preemptor's claim, not for them (kept by `Preemptions`)
         self.leaving: Mapping[str, str] = {}

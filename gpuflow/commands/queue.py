@@ -33,6 +33,7 @@ _REASON_STYLE = {
     "BACKFILL": "blue",
     "PREEMPTING": "magenta",
     "ALLOWANCE": "yellow",
+    "QUOTA_RESERVATION": "blue",
 }
 
 
@@ -136,6 +137,11 @@ def _header(name: str, region: Mapping[str, Any]) -> Text:
         line += (
             f"; gang reservation for {res['job_id']}: {count} GPUs on {nodes} "
             f"in ~{res['start_in_s']:.0f}s"
+        )
+    for q in region.get("quota_reservations") or ():
+        line += (
+            f"; {q['tenant']}'s {q['gpu_class']} quota reserved for {q['job_id']} "
+            f"({q['gpus']:g} GPUs) in ~{q['start_in_s']:.0f}s"
         )
     return Text(line, style="bold")
 

@@ -1,5 +1,6 @@
 """Tenancy policy, pure: priority classes, quotas with cohorts and borrowing, DRF fair share,
-victim selection for preemption and reclaim, and EASY backfill reservations.
+victim selection for preemption and reclaim, and EASY backfill reservations (of GPUs for a
+waiting gang, of quota for a tenant's head-of-line job).
 
 The mechanism that commits these proposals (holds, PreemptionDecision events, requeues) lives
 in `streams/tenancy.py` and `streams/preemption.py`.
@@ -42,6 +43,13 @@ from scorer.tenancy.quota import (
     limit_of,
     nominal_of,
 )
+from scorer.tenancy.quota_reservation import (
+    QuotaReservation,
+    delays_quota,
+    own_cap,
+    quota_start,
+    used_at,
+)
 from scorer.tenancy.victims import (
     PRIORITY,
     RECLAIM,
@@ -67,6 +75,7 @@ __all__ = [
     "PolicyError",
     "PreemptionPolicy",
     "PriorityClass",
+    "QuotaReservation",
     "QuotaRule",
     "Reservation",
     "TenancyPolicy",
@@ -76,6 +85,7 @@ __all__ = [
     "allowance_left",
     "borrowed",
     "class_for",
+    "delays_quota",
     "dominant_share",
     "dominant_shares",
     "drf_allocation",
@@ -85,8 +95,11 @@ __all__ = [
     "held_now",
     "limit_of",
     "nominal_of",
+    "own_cap",
     "parse_policy",
     "plan_cost",
+    "quota_start",
     "resolve_priority",
     "select_victims",
+    "used_at",
 ]

@@ -77,6 +77,8 @@ class PreemptionPolicy:
 @dataclass(frozen=True)
 class BackfillPolicy:
     enabled: bool = True
+    # a tenant's first job its own quota refuses holds that quota against its later jobs
+    quota_reservation: bool = True
 
 
 def _tenants() -> Mapping[str, TenantPolicy]:
