@@ -256,8 +256,9 @@ class Scheduler:
         ranked = rank_regions(
             spec, self.region_views(), porting_penalties=self.porting_penalties, keep_headroom=low
         )
-        if not ranked:  # a configured region whose owner has not reported yet: its owner decides
-            ranked = [(r, 0.0) for r in spec.allowed_regions if r in self.partition_of.order]
+        if not ranked:  # no summary yet of the regions it may use (another worker's, not yet
+            # published): the region's owner decides, and refuses a region it has no nodes in
+            ranked = [(r, 0.0) for r in spec.allowed_regions]
         if not ranked:
             allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
             reason = f"no known region satisfies allowed_regions={allowed}"
