@@ -165,12 +165,12 @@ def test_gpuflow_queue_shows_the_reservation_and_why_the_later_job_waits(world: 
     assert "QUOTA_RESERVATION: quota reservation: would delay big" in text
 
 
-def test_a_head_job_within_quota_waiting_for_gpus_keeps_its_quota(world: Any) -> None:
-    """S (nominal 4) runs 2; B runs 6 (borrowing 2): full. S's `big` (2 GPUs: 2 + 2 <= 4) waits
-    for GPUs, not quota; one of B's jobs ends. The pass reserves big's quota from now: a later
-    1-GPU long job of S (2 + 1 + 2 > 4) would leave big over quota once GPUs free, and waits."""
-    policy = {"tenants": TENANTS, "preemption": {"enabled": False}}
-    w = world(policy=policy)
+def full_with_big_waiting(world: Any, *, speed_order: bool = False) -> Any:
+    """No preemption; S runs 2 (nominal 4), B runs 6 (borrowing 2): full. S's 2-GPU `big`
+    (2 + 2 <= 4) then waits for GPUs, not quota."""
+    w = world(policy={"tenants": TENANTS, "preemption": {"enabled": False}})
+    if speed_order:
+        w.s.tenancy.within_order = w.s._speed_order
     for job_id in ("s0", "s1"):
         w.submit(job_id, **serving(LONG_S))
     for i in range(6):
@@ -178,6 +178,14 @@ def test_a_head_job_within_quota_waiting_for_gpus_keeps_its_quota(world: Any) ->
     w.advance(1)
     [d] = w.submit("big", gpu_count=2, **serving(LONG_S))
     assert d.record["wait_reason"] == "CAPACITY"
+    return w
+
+
+def test_a_head_job_within_quota_waiting_for_gpus_keeps_its_quota(world: Any) -> None:
+    """S (nominal 4) runs 2; B runs 6 (borrowing 2): full. S's `big` (2 GPUs: 2 + 2 <= 4) waits
+    for GPUs, not quota; one of B's jobs ends. The pass reserves big's quota from now: a later
+    1-GPU long job of S (2 + 1 + 2 > 4) would leave big over quota once GPUs free, and waits."""
+    w = full_with_big_waiting(world)
     w.advance(10)
     w.report("b0", "FINISHED")  # 1 GPU free: not enough for big
     res = w.s.tenancy.quota_reservations["eu"]["S"]
@@ -195,15 +203,7 @@ def test_the_oldest_job_holds_the_reservation_whatever_the_within_tenant_order(
     S's 1-GPU `late` comes before its older 2-GPU `big`. Were the reservation the first job
     that cannot start in that order, `late` would start (2 + 1 <= 4) and leave `big` over
     quota (3 + 2 > 4) once GPUs free; the oldest job of S holds it instead."""
-    w = world(policy={"tenants": TENANTS, "preemption": {"enabled": False}})
-    w.s.tenancy.within_order = w.s._speed_order
-    for job_id in ("s0", "s1"):
-        w.submit(job_id, **serving(LONG_S))
-    for i in range(6):
-        w.submit(f"b{i}", **batch())
-    w.advance(1)
-    [d] = w.submit("big", gpu_count=2, **serving(LONG_S))
-    assert d.record["wait_reason"] == "CAPACITY"
+    w = full_with_big_waiting(world, speed_order=True)
     w.advance(1)
     [d] = w.submit("late", **serving(LONG_S))
     assert d.record["wait_reason"] == "CAPACITY"
