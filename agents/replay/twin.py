@@ -7,7 +7,8 @@ reference GPU model, consolidated on one server. On a placement it progresses at
 
 where speed comes from the throughput model (Gavel's measured table, else roofline). A gang
 spread over nodes uses the measured consolidated=0 figure when the table has it, else pays
-`spread_penalty` (multi-GPU jobs only). An eviction keeps the work up to the last checkpoint
+`spread_penalty` (multi-GPU jobs only; not inference without pipeline stages, whose replicas
+exchange nothing across nodes). An eviction keeps the work up to the last checkpoint
 (every `checkpoint_interval_s` of compute) and loses the rest, and so does a migration, unless
 the decision asks for a checkpoint first (then nothing is lost). Each resumed segment pays
 `restore_s` before it progresses. A CPU-only job (no GPUs) runs at its nominal pace. GPUs
@@ -327,7 +328,9 @@ class Twin:
 
     def spread_factor(self, job: TraceJob, model: str) -> float:
         """Speed spread over servers / consolidated: measured (Gavel's consolidated=0 over =1
-        at the largest measured scale), else `spread_penalty` for multi-GPU jobs."""
+        at the largest measured scale), else 1 for inference without pipeline stages (its
+        replicas exchange nothing, and the placer keeps each tensor-parallel group on one
+        node), else `spread_penalty` for multi-GPU jobs."""
         measured = self.throughput.measured
         for scale in (8, 4, 2):
             if scale > job.num_gpus:
@@ -336,6 +339,8 @@ class Twin:
             together = measured.get((job.job_type, model, scale, True))
             if apart is not None and together:
                 return apart / together
+        if job.kind.upper() == "INFERENCE" and job.pipeline_parallel <= 1:
+            return 1.0
         return self.config.spread_penalty if job.num_gpus > 1 else 1.0
 
     # ---- mechanics ------------------------------------------------------------------------

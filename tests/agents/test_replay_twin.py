@@ -64,6 +64,25 @@ def test_unmeasured_spread_pays_the_documented_penalty() -> None:
     assert t.start("g", [Slice("k1", (0,)), Slice("k2", (0,))], 0) == pytest.approx(8 * 3600)
 
 
+# spread over two K80s, no measured spread figure; penalty 0.5
+@pytest.mark.parametrize(
+    ("kind", "gpus", "tp", "pp", "factor"),
+    [
+        ("TRAINING", 2, 1, 1, 0.5),  # data parallel: gradients cross the nodes
+        ("INFERENCE", 2, 1, 1, 1.0),  # two replicas: nothing crosses the nodes
+        ("INFERENCE", 4, 2, 1, 1.0),  # two TP-2 replicas, one per node
+        ("INFERENCE", 2, 1, 2, 0.5),  # two pipeline stages: activations cross the nodes
+        ("INFERENCE", 1, 1, 1, 1.0),  # one GPU never spreads
+    ],
+)
+def test_spread_factor_charges_only_traffic_across_nodes(
+    kind: str, gpus: int, tp: int, pp: int, factor: float
+) -> None:
+    t = twin(spread_penalty=0.5)
+    spec = job("g", gpus=gpus, kind=kind, tensor_parallel=tp, pipeline_parallel=pp)
+    assert t.spread_factor(spec, "K80") == factor
+
+
 def test_capacity_is_never_exceeded() -> None:
     t = twin(node("v1", gpus=2, cpu_milli=4000, memory_mib=1000))
     t.submit(job("a", gpus=1, cpu_milli=3000), 0)
