@@ -23,23 +23,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from confluent_kafka import KafkaError, Message, TopicPartition
 
 from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.kafka import consumer as make_consumer
 from infra.kafka import producer as make_producer
-from infra.store import RowError, Store, StoreError, open_store
-from infra.store.batching import Batch, Batcher, split_bad_rows
+from infra.store import Store, StoreError, open_store
+from infra.store.batching import Batch, Batcher
 from infra.store.rows import ConversionError, RowContext, to_rows
 from infra.topics import DEADLETTER, NODE_INVENTORY, TOPICS
 from schemas import DecodeError, make_codec
+from streams.history_telemetry import TelemetryLane, offsets_of, table_block, telemetry_chunk
 
 __all__ = ["HistorySink", "SinkStats", "attach_history"]
 
 log = logging.getLogger(__name__)
 
-_POLL_BATCH = 2000
+# telemetry of a poll is decoded together (streams/history_telemetry.py): big polls amortise
+# its per-field numpy steps
+_POLL_BATCH = 10_000
+_TELEMETRY_TABLE = "node_telemetry"
 # Each fetch that returns data costs the embedded broker a listing of every batch stored in
 # that partition (docs/performance.md). The sink is not latency-bound (it flushes every
 # second), so it lets the broker gather up to 1 MB for up to 1 s: a few listings per second
@@ -76,6 +81,7 @@ class HistorySink:
         self._store = store
         self._owns_store = store is None
         self._codec = make_codec(config.kafka.schema_registry_url or None)
+        self._lane = TelemetryLane(self._codec)
         self._batcher = Batcher(config.store.batch_rows, config.store.flush_s)
         self._ctx = RowContext()
         self.stats = SinkStats()
@@ -201,8 +207,14 @@ class HistorySink:
                 messages = self._consumer.consume(_POLL_BATCH, timeout=0.1)
                 # inventory first: telemetry rows of the same poll then get their GPU model
                 messages.sort(key=lambda m: m.topic() != NODE_INVENTORY)
+                telemetry = []
                 for msg in messages:
-                    self._handle(msg)
+                    if msg.error() is None and self._lane.takes(msg.value()):
+                        telemetry.append(msg)
+                    else:
+                        self._handle(msg)
+                if telemetry:
+                    self._handle_telemetry(telemetry)
                 retrying = self._failures > 0
                 if self._flush_requested.is_set() or self._batcher.due() or retrying:
                     self._flush_requested.clear()
@@ -236,6 +248,10 @@ class HistorySink:
                 log.warning("history consume error=%s", err)
             return
         self.stats.consumed += 1
+        self._convert(msg)
+
+    def _convert(self, msg: Message) -> None:
+        """Decode one message into its table's rows, or dead-letter it with the reason."""
         topic, partition = str(msg.topic()), int(msg.partition() or 0)
         offset = int(msg.offset() or 0)
         try:
@@ -247,6 +263,20 @@ class HistorySink:
             return
         if not self._batcher.add(topic, partition, offset, table, record["event_id"], rows, msg):
             self.stats.duplicates += 1
+
+    def _handle_telemetry(self, messages: list[Message]) -> None:
+        """A poll's latest-schema NodeTelemetry, decoded together into one columnar chunk."""
+        self.stats.consumed += len(messages)
+        for (topic, partition), offset in offsets_of(messages).items():
+            self._batcher.seen(topic, partition, offset)
+        batch = self._lane.decode([m.value() or b"" for m in messages])
+        for i in np.flatnonzero(~batch.ok):  # not plain: decoded (or dead-lettered) one by one
+            self._convert(messages[i])
+        fresh = self._batcher.claim(batch.text("event_id", batch.ok).to_pylist())
+        self.stats.duplicates += fresh.count(False)
+        columns = self.store.columns(_TELEMETRY_TABLE)
+        chunk = telemetry_chunk(batch, fresh, self._ctx.node_models, columns)
+        self._batcher.add_chunk(_TELEMETRY_TABLE, chunk)
 
     def _dead_letter(self, msg: Message, error: str) -> None:
         record = dead_letter_record(
@@ -292,10 +322,8 @@ class HistorySink:
             return
         done: list[str] = []
         try:
-            for table, rows in batch.rows.items():
-                self.stats.rows_written += self._insert_table(
-                    table, rows, batch.sources.get(table, [])
-                )
+            for table in batch.tables():
+                self.stats.rows_written += self._insert_table(table, batch)
                 done.append(table)
         except StoreError as exc:
             self._insert_failed(batch, done, exc)
@@ -311,30 +339,20 @@ class HistorySink:
         if self.on_batch is not None:
             self.on_batch(time.perf_counter() - started, len(batch.event_ids))
 
-    def _insert_table(
-        self, table: str, rows: list[dict[str, Any]], sources: list[tuple[int, int, Any]]
-    ) -> int:
-        """One columnar insert; events whose rows do not fit the table are dead-lettered."""
-        try:
-            data = self.store.arrow(table, rows)
-        except RowError:
-            rows, bad = split_bad_rows(rows, sources, lambda r: self.store.arrow(table, r))
-            for msg, error in bad:
-                self._dead_letter(msg, f"{table}: {error}")
-            if not rows:
-                return 0
-            data = self.store.arrow(table, rows)
-        return self.store.insert_arrow(table, data)
+    def _insert_table(self, table: str, batch: Batch) -> int:
+        """One columnar insert of a table's rows and chunks; events whose rows do not fit the
+        table are dead-lettered."""
+        data = table_block(self.store, table, batch, self._dead_letter)
+        return 0 if data is None else self.store.insert_arrow(table, data)
 
     def _insert_failed(self, batch: Batch, done: list[str], exc: StoreError) -> None:
         self.stats.insert_failures += 1
         for table in done:  # written already: do not write those rows twice
-            batch.rows.pop(table)
-            batch.sources.pop(table, None)
+            batch.pop(table)
         self._batcher.restore(batch)
         # hold reading (still polling, so the group keeps us) until the batch is written
         self._consumer.pause(self._consumer.assignment())
-        log.warning("history insert failed tables=%s error=%s", sorted(batch.rows), exc)
+        log.warning("history insert failed tables=%s error=%s", sorted(batch.tables()), exc)
         self._failed("backing_off", exc)
 
     def _commit(self, batch: Batch) -> None:

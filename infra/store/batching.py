@@ -1,6 +1,7 @@
 """Size- and time-bounded batches per table, with the offsets they cover. Pure logic.
 
-The sink adds rows as messages arrive; when `due()` it drains one batch per table, inserts
+The sink adds rows as messages arrive (or, for telemetry, ready columnar chunks of many
+events, `add_chunk`); when `due()` it drains one batch per table, inserts
 each as one columnar insert, and only then commits `drain().offsets` (next offset to read per
 topic-partition). Event ids already written by this process are dropped, so a replayed batch
 does not reach the rollups twice (raw tables also deduplicate on merge / FINAL).
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,10 @@ class RecentIds:
         return len(self._ids)
 
     def add(self, event_id: str) -> None:
-        self._ids[event_id] = None
+        self.update((event_id,))
+
+    def update(self, event_ids: Iterable[str]) -> None:
+        self._ids.update(dict.fromkeys(event_ids))
         while len(self._ids) > self.capacity:
             self._ids.popitem(last=False)
 
@@ -51,13 +55,27 @@ class Batch:
     sources: dict[str, list[tuple[int, int, Any]]] = field(default_factory=dict)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     event_ids: list[str] = field(default_factory=list)
+    # per table: columnar chunks built elsewhere (Arrow tables of checked rows), inserted with rows
+    chunks: dict[str, list[Sized]] = field(default_factory=dict)
 
     @property
     def row_count(self) -> int:
-        return sum(map(len, self.rows.values()))
+        return sum(map(self.table_rows, self.tables()))
+
+    def tables(self) -> list[str]:
+        return list(dict.fromkeys([*self.rows, *self.chunks]))
+
+    def table_rows(self, table: str) -> int:
+        return len(self.rows.get(table, ())) + sum(map(len, self.chunks.get(table, ())))
+
+    def pop(self, table: str) -> None:
+        """Forget a table's rows and chunks (written already)."""
+        self.rows.pop(table, None)
+        self.sources.pop(table, None)
+        self.chunks.pop(table, None)
 
     def __bool__(self) -> bool:
-        return bool(self.rows) or bool(self.offsets)
+        return bool(self.rows) or bool(self.chunks) or bool(self.offsets)
 
 
 class Batcher:
@@ -78,6 +96,10 @@ class Batcher:
         self._pending_ids: set[str] = set()
         self._started: float | None = None
         self.duplicates = 0
+
+    def seen(self, topic: str, partition: int, offset: int) -> None:
+        """Count a message as read: its offset commits with the batch."""
+        self._touch(topic, partition, offset)
 
     def _touch(self, topic: str, partition: int, offset: int) -> None:
         if self._started is None:
@@ -111,6 +133,27 @@ class Batcher:
         self._batch.sources.setdefault(table, []).append((start, len(table_rows), source))
         return True
 
+    def claim(self, event_ids: Sequence[str]) -> list[bool]:
+        """Which of these events are new (not written, not batched, not repeated in the list);
+        the new ones join the batch, whose rows the caller adds as a chunk."""
+        fresh = []
+        for event_id in event_ids:
+            new = event_id not in self.recent and event_id not in self._pending_ids
+            if new:
+                self._pending_ids.add(event_id)
+                self._batch.event_ids.append(event_id)
+            else:
+                self.duplicates += 1
+            fresh.append(new)
+        return fresh
+
+    def add_chunk(self, table: str, chunk: Sized) -> None:
+        """Rows of claimed events, already columnar (their offsets are `seen` separately)."""
+        if self._started is None:
+            self._started = self._clock()
+        if len(chunk):
+            self._batch.chunks.setdefault(table, []).append(chunk)
+
     def skip(self, topic: str, partition: int, offset: int) -> None:
         """Count a message as handled without rows (dead-lettered): its offset still commits."""
         self._touch(topic, partition, offset)
@@ -118,7 +161,7 @@ class Batcher:
     def due(self) -> bool:
         if not self._batch:
             return False
-        if any(len(rows) >= self.max_rows for rows in self._batch.rows.values()):
+        if any(self._batch.table_rows(t) >= self.max_rows for t in self._batch.tables()):
             return True
         return self._started is not None and self._clock() - self._started >= self.max_age_s
 
@@ -131,8 +174,7 @@ class Batcher:
 
     def written(self, batch: Batch) -> None:
         """Remember a batch's event ids once it is safely in the store."""
-        for event_id in batch.event_ids:
-            self.recent.add(event_id)
+        self.recent.update(batch.event_ids)
 
     def restore(self, batch: Batch) -> None:
         """Put a batch whose insert failed back in front, to be retried with what follows."""
@@ -146,6 +188,9 @@ class Batcher:
             merged.sources.setdefault(table, []).extend(
                 (a + shift, b + shift, src) for a, b, src in self._batch.sources.get(table, [])
             )
+        for source in (batch, self._batch):
+            for table, chunks in source.chunks.items():
+                merged.chunks.setdefault(table, []).extend(chunks)
         for key, offset in self._batch.offsets.items():
             merged.offsets[key] = max(merged.offsets.get(key, 0), offset)
         merged.event_ids.extend(self._batch.event_ids)
@@ -159,7 +204,7 @@ class Batcher:
         return len(self._batch.event_ids)
 
     def tables(self) -> Mapping[str, int]:
-        return {table: len(rows) for table, rows in self._batch.rows.items()}
+        return {table: self._batch.table_rows(table) for table in self._batch.tables()}
 
 
 def split_bad_rows(

@@ -62,6 +62,27 @@ def test_restore_puts_a_failed_batch_back_in_front() -> None:
     assert again.rows["a"] == [{"x": 1}, {"x": 2}] and again.offsets == {("t", 0): 2}
 
 
+def test_claimed_events_and_chunks_batch_like_rows() -> None:
+    clock = Clock()
+    b = Batcher(max_rows=5, max_age_s=1.0, clock=clock)
+    b.add("t", 0, 1, "tbl", "e1", [{"x": 1}])
+    # e1 is batched already and e3 comes twice in the list: only e2 and the first e3 are new
+    assert b.claim(["e1", "e2", "e3", "e3"]) == [False, True, True, False]
+    b.seen("t", 0, 4)
+    b.add_chunk("tbl", [{"x": 2}, {"x": 3}, {"x": 3}])
+    assert b.tables() == {"tbl": 4} and not b.due()
+    b.add_chunk("tbl", [{"x": 4}])  # 5 rows: due by size
+    assert b.due() and b.pending_events() == 3
+    batch = b.drain()
+    assert batch.offsets == {("t", 0): 5} and batch.row_count == 5
+    b.claim(["e4"])
+    b.add_chunk("tbl", [{"x": 5}])
+    b.restore(batch)  # the failed batch's chunks first, then what came since
+    assert [len(c) for c in b.drain().chunks["tbl"]] == [3, 1, 1]
+    b.written(batch)
+    assert b.claim(["e2", "e5"]) == [False, True]
+
+
 def test_recent_ids_forget_oldest() -> None:
     ids = RecentIds(capacity=2)
     for e in ("a", "b", "c"):
