@@ -114,6 +114,19 @@ class Placer:
                 best[group] = result
         return sorted(best.values(), key=lambda r: (-r.score, r.region or "", r.gpu_model or ""))
 
+    def usable(self, job: JobSpec, region: str | None = None) -> np.ndarray:
+        """Slots that pass every static filter: where GPUs freed (by eviction or a job's end)
+        could place the job. Occupancy and health are not judged here."""
+        slots = self.state.slots(region)
+        ctx = CycleContext(
+            job, self.state, self.throughput, slots, self._vectors(job), network=self.network
+        )
+        ok = np.ones(slots.shape[0], bool)
+        for f in self.filters:
+            if f.static:
+                ok &= f.filter(ctx)
+        return slots[ok]
+
     def _filter(
         self, job: JobSpec, region: str | None
     ) -> tuple[CycleContext, list[tuple[FilterPlugin, np.ndarray]], dict[str, int], np.ndarray]:

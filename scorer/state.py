@@ -420,6 +420,10 @@ class ClusterState:
     def jobs(self) -> Mapping[str, tuple[Assignment, ...]]:
         return MappingProxyType(self._held)
 
+    def jobs_on(self, node_id: str) -> frozenset[str]:
+        """Jobs holding GPUs on the node."""
+        return frozenset(self._node_jobs.get(node_id, ()))
+
     def region_name(self, idx: int) -> str:
         return str(self._region_ix.names[idx])
 

@@ -337,14 +337,17 @@ def free_at(s: Scheduler, spec: JobSpec, region: str) -> dict[str, list[float]]:
         count = int(st.gpu_count[slot])
         ok = st.gpu_ok[slot, :count]
         times[st.spec(int(slot)).node_id] = np.where(ok, now, math.inf).tolist()
-    for job_id, assignments in st.jobs.items():
-        run = s.tenancy.running.get(job_id)
-        end = max(run.expected_end_ms, now) if run is not None else math.inf
-        for a in assignments:
-            row = times.get(a.node_id)
-            if row is None:
-                continue
-            for g in a.gpu_indices:
-                if g < len(row):
-                    row[g] = max(row[g], end)
+    ends: dict[str, float] = {}
+    for node_id, row in times.items():  # only the jobs on these nodes, not every running job
+        for job_id in st.jobs_on(node_id):
+            if job_id not in ends:
+                run = s.tenancy.running.get(job_id)
+                ends[job_id] = max(run.expected_end_ms, now) if run is not None else math.inf
+            end = ends[job_id]
+            for a in st.reservation(job_id) or ():
+                if a.node_id != node_id:
+                    continue
+                for g in a.gpu_indices:
+                    if g < len(row):
+                        row[g] = max(row[g], end)
     return times

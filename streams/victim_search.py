@@ -73,6 +73,12 @@ class VictimSearch:
             quotas and cls is not None and tenancy.within_nominal(spec.tenant, region, cls, need)
         )
         cohort = (tenancy.policy.tenant(spec.tenant) or _NO_TENANT).cohort
+        target = spec if models is None else self.s.restrict(spec, models)
+        if target is None:
+            return None
+        # GPUs freed on nodes the job cannot use (model, memory, precision...) never place it:
+        # the room pre-checks count only usable nodes, so no placer call is spent on them
+        usable = self._usable(target, region)
         candidates: list[Candidate] = []
         slack: dict[str, int] = {}
         now = self.s.clock()
@@ -101,13 +107,13 @@ class VictimSearch:
             )
             if cause is None:
                 continue
+            cand = self._candidate(run, now, lent > 0, cause, usable)
+            if not quotas and not cand.node_gpus:
+                continue  # frees nothing the job can use (with quotas it may free quota)
             if quotas and run.tenant != spec.tenant:
                 slack[run.tenant] = lent
-            candidates.append(self._candidate(run, now, lent > 0, cause))
+            candidates.append(cand)
         if not candidates:
-            return None
-        target = spec if models is None else self.s.restrict(spec, models)
-        if target is None:
             return None
         whole = spec.gpu_milli >= 1000
         tp = max(1, spec.tensor_parallel)
@@ -115,17 +121,23 @@ class VictimSearch:
         return select_victims(
             candidates,
             lambda victims: self._feasible(target, region, cls, victims),
-            free=self._free_whole(region),
+            free={n: f for n, f in self._free_whole(region).items() if n in usable},
             chunk=chunk,
             need=spec.gpu_count if whole else 0,
             slack=slack,
             max_victims=self.policy.max_victims,
         )
 
-    def _candidate(self, run: Running, now: int, borrowing: bool, cause: str) -> Candidate:
+    def _candidate(
+        self, run: Running, now: int, borrowing: bool, cause: str, usable: frozenset[str]
+    ) -> Candidate:
+        """`node_gpus` counts only GPUs on `usable` nodes (what the evicted job frees for the
+        preemptor); `gpus` and the lost work are what eviction costs, wherever it runs."""
         held = self.s.state.reservation(run.job_id) or ()
         per_node: dict[str, float] = {}
         for a in held:
+            if a.node_id not in usable:
+                continue
             per_node[a.node_id] = (
                 per_node.get(a.node_id, 0) + len(a.gpu_indices) * a.gpu_milli / 1000
             )
@@ -141,6 +153,10 @@ class VictimSearch:
             cause=cause,
             started_ms=run.started_ms,
         )
+
+    def _usable(self, spec: JobSpec, region: str) -> frozenset[str]:
+        st = self.s.state
+        return frozenset(st.spec(int(i)).node_id for i in self.s.placer.usable(spec, region))
 
     def _free_whole(self, region: str) -> dict[str, float]:
         st = self.s.state
@@ -166,7 +182,7 @@ class VictimSearch:
                 gate = tenancy.gate(spec, region, usage)
                 if not gate.tiers:
                     return None
-            result = self.s.placer.place(spec, region)
+            result = self.s.placer.place(spec, region, explain=False)
             return result if result.placed else None
         finally:
             for job_id, assignments in held.items():

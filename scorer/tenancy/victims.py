@@ -201,9 +201,13 @@ def select_victims(
     plans: list[VictimPlan] = []
     # nodes in order of what their cheapest sufficient-looking prefix costs: once a plan is as
     # cheap as the next node's prefix, the nodes after it cannot do better (bounded search)
+    by_node: dict[str, list[Candidate]] = {}
+    for c in ordered:  # one pass: each node's candidates, still cheapest first
+        for node, gpus in c.node_gpus.items():
+            if gpus > 0:
+                by_node.setdefault(node, []).append(c)
     per_node = []
-    for node in sorted({n for c in candidates for n in c.node_gpus}):
-        on_node = [c for c in ordered if c.node_gpus.get(node, 0) > 0]
+    for node, on_node in sorted(by_node.items()):
         bound = _prefix_cost(on_node, search.node_room(node))
         if bound is not None:
             per_node.append((bound, node, on_node))

@@ -143,6 +143,16 @@ def test_full_cluster_queues_instead_of_rejecting(mixed: ClusterState) -> None:
     assert result.refusals == {"capacity": 3}
 
 
+def test_usable_nodes_ignore_occupancy_but_not_the_job_s_constraints(mixed: ClusterState) -> None:
+    mixed.reserve("x", [Assignment("h100", tuple(range(8)))])  # full: still usable
+    placer = Placer(mixed)
+    usable = {mixed.spec(int(i)).node_id for i in placer.usable(JobSpec("j", gpu_count=8))}
+    assert usable == {"v100", "h100", "t4"}
+    only_h100 = JobSpec("j", allowed_gpu_models=("H100",))
+    assert {mixed.spec(int(i)).node_id for i in placer.usable(only_h100)} == {"h100"}
+    assert mixed.jobs_on("h100") == {"x"} and mixed.jobs_on("t4") == frozenset()
+
+
 def test_place_within_a_region(fleet, node) -> None:
     state = fleet([node("eu1", region="eu"), node("us1", region="us")])
     assert Placer(state).place(JobSpec("j"), region="us").region == "us"

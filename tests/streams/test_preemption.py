@@ -203,3 +203,19 @@ def test_jobs_no_eviction_can_bring_within_quota_do_not_use_up_the_sweep(world: 
     w.tick(30)
     [pre] = w.preemptions()
     assert pre["for_job_id"] == "x" and pre["cause"] == "RECLAIM" and pre["victim_tenant"] == "B"
+
+
+def test_victims_on_nodes_the_job_cannot_use_are_not_tried(world: Any, make_node: Any) -> None:
+    # inf may run on A100-80 only. 70 one-GPU T4 nodes each hold a batch job started later than
+    # b0, so each loses less work (10 s) than b0 (110 s) and would be tried first; evicting one
+    # frees a T4, which inf cannot use. The search has 64 placement checks: spent on the T4s,
+    # none is left for b0. Counted on usable nodes only, b0 is the first and only candidate.
+    t4s = [make_node(f"t{i:02}", gpus=1, model="T4", gpu_memory_mib=16384) for i in range(70)]
+    w = world(make_node("a", gpus=4), *t4s)
+    w.submit("b0", gpu_count=4, allowed_gpu_models=["A100-80"], **BATCH)
+    w.advance(100)
+    for i in range(70):
+        w.submit(f"t{i:02}", allowed_gpu_models=["T4"], **BATCH)
+    w.advance(10)
+    out = w.submit("inf", gpu_count=4, allowed_gpu_models=["A100-80"], **SERVING)
+    assert kinds(out) == [("preemption", "b0", ""), ("placement", "inf", "QUEUED")]
