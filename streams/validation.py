@@ -103,6 +103,15 @@ def _real(
     return []
 
 
+def _within(number: float, low: float | None, high: float | None) -> bool:
+    """What `_real` accepts, without building a message (NaN fails every comparison)."""
+    return (
+        math.isfinite(number)
+        and (low is None or number >= low)
+        and (high is None or number <= high)
+    )
+
+
 def _count(name: str, value: Any, low: int = 0, high: int | None = None) -> Problems:
     number = int(value if value is not None else low)
     if number < low or (high is not None and number > high):
@@ -240,11 +249,15 @@ def _telemetry(record: Mapping[str, Any], rules: Rules) -> Problems:
     indices = [int(g.get("index", -1)) for g in gpus]
     if any(not 0 <= i < MAX_NODE_GPUS for i in indices) or len(set(indices)) != len(indices):
         out.append(f"gpus: indices must be distinct and within 0..{MAX_NODE_GPUS - 1}")
-    for i, g in enumerate(gpus):
+    for i, g in enumerate(gpus):  # names are formatted only for a value that fails
         for name, (low, high) in _GPU_REALS.items():
-            out += _real(f"gpus[{i}].{name}", g.get(name), low, high, optional=True)
+            value = g.get(name)
+            if value is not None and not _within(float(value), low, high):
+                out += _real(f"gpus[{i}].{name}", value, low, high)
         for name in ("mem_used_mib", "sm_clock_mhz", "ecc_errors"):
-            out += _count(f"gpus[{i}].{name}", g.get(name, 0))
+            value = g.get(name, 0)
+            if value is not None and int(value) < 0:
+                out += _count(f"gpus[{i}].{name}", value)
         if len(g.get("xid_events") or ()) > MAX_LIST:
             out.append(f"gpus[{i}].xid_events: more than {MAX_LIST} entries")
     for name in ("disk_read_mbps", "disk_write_mbps", "net_rx_mbps", "net_tx_mbps", "energy_j"):
