@@ -62,10 +62,12 @@ def main() -> None:
         _submit(s, job, placed)
     fill_s = time.process_time() - started
     waiting_before = len(s.queue)
+    s.preemption.search.counts.update(dict.fromkeys(s.preemption.search.counts, 0))
     started = time.process_time()
     for job in jobs[args.jobs :]:
         _submit(s, job, placed)
     arrival_ms = (time.process_time() - started) * 1000 / max(1, args.arrivals)
+    search = dict(s.preemption.search.counts)  # during the timed arrivals only
     started = time.process_time()
     ended = placed[: args.releases]
     for job_id, region in ended:
@@ -81,6 +83,7 @@ def main() -> None:
         "fill_cpu_ms_per_job": round(fill_s * 1000 / max(1, args.jobs), 2),
         "arrival_cpu_ms": round(arrival_ms, 2),
         "release_cpu_ms": round(release_ms, 2),
+        "arrival_victim_search": search,
         "load_average": load_average(),
     }
     path = write_result("queue_costs", result, out=args.out)

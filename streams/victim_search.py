@@ -39,6 +39,8 @@ class VictimSearch:
     def __init__(self, scheduler: Scheduler, targeted: Mapping[str, str]) -> None:
         self.s = scheduler
         self.targeted = targeted
+        # searches run, searches that reached candidate sets, placement checks, plans found
+        self.counts = {"searches": 0, "with_candidates": 0, "checks": 0, "plans": 0}
 
     @property
     def policy(self) -> Any:
@@ -66,6 +68,7 @@ class VictimSearch:
         models: tuple[str, ...] | None,
     ) -> VictimPlan | None:
         tenancy = self.s.tenancy
+        self.counts["searches"] += 1
         usage = tenancy.usage()
         need = spec.gpu_count * spec.gpu_milli
         quotas = tenancy.policy.quotas_enabled
@@ -118,7 +121,8 @@ class VictimSearch:
         whole = spec.gpu_milli >= 1000
         tp = max(1, spec.tensor_parallel)
         chunk = (spec.gpu_count if spec.gpu_count <= tp else tp) if whole else 0
-        return select_victims(
+        self.counts["with_candidates"] += 1
+        plan = select_victims(
             candidates,
             lambda victims: self._feasible(target, region, cls, victims),
             free={n: f for n, f in self._free_whole(region).items() if n in usable},
@@ -127,6 +131,8 @@ class VictimSearch:
             slack=slack,
             max_victims=self.policy.max_victims,
         )
+        self.counts["plans"] += plan is not None
+        return plan
 
     def _candidate(
         self, run: Running, now: int, borrowing: bool, cause: str, usable: frozenset[str]
@@ -169,6 +175,7 @@ class VictimSearch:
     ) -> PlacementResult | None:
         """Tentatively release the victims; the placement the job would get (quota too)."""
         st, tenancy = self.s.state, self.s.tenancy
+        self.counts["checks"] += 1
         held = {v.job_id: st.reservation(v.job_id) for v in victims}
         for job_id in held:
             st.release(job_id)
