@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from agents.replay.trace import Trace, TraceJob, TraceNode, job_record  # noqa: E402
 from bench._common import machine, percentiles, write_result  # noqa: E402
+from bench.contention_targets import targets  # noqa: E402
 from gpuflow.replay.engine import ReplayResult, run_replay  # noqa: E402
 from gpuflow.replay.inprocess import InProcessDecider  # noqa: E402
 from gpuflow.replay.summary import time_weighted_alloc  # noqa: E402
@@ -379,36 +380,6 @@ def _line(r: dict[str, Any]) -> str:
         f"{r['gpu_hours_used']:.0f} GPU-h; {r['preemptions_per_hour']:.1f} preemptions/h; "
         f"shares {shares}"
     )
-
-
-def targets(runs: dict[str, Any], suffix: str = "") -> dict[str, Any]:
-    """The issue's targets against the measured figures (met or not, with the figure); {}
-    when a partial run (`--only`) lacks a run they compare."""
-    needed = ("all" + suffix, "no-preemption" + suffix, "no-quotas")
-    if any(name not in runs for name in needed):
-        return {}
-    allp, nop = runs["all" + suffix], runs["no-preemption" + suffix]
-    p99_all, p99_nop = allp["high_priority_wait_s"]["p99"], nop["high_priority_wait_s"]["p99"]
-    ratio = p99_nop / p99_all if p99_all > 0 else math.inf
-    shares = {t: s["ratio"] for t, s in allp["tenant_shares"].items()}
-    alloc = allp["gpu_allocation_arrival_window"]
-    alloc_nq = runs["no-quotas"]["gpu_allocation_arrival_window"]
-    lost = allp["lost_fraction"]
-    within = all(r is not None and abs(r - 1) <= 0.10 for r in shares.values())
-    return {
-        "p99_high_priority_wait_no_preemption_over_all": _target(
-            round(ratio, 2), ">= 5", ratio >= 5
-        ),
-        "tenant_gpu_hours_over_drf_share": _target(shares, "each 0.90..1.10", within),
-        "allocation_all_and_no_quotas": _target(
-            [alloc, alloc_nq], "all >= no-quotas", alloc >= alloc_nq
-        ),
-        "lost_gpu_hours_fraction": _target(lost, "< 0.03", lost < 0.03),
-    }
-
-
-def _target(measured: Any, target: str, met: bool) -> dict[str, Any]:
-    return {"measured": measured, "target": target, "met": bool(met)}
 
 
 if __name__ == "__main__":
