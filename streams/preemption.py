@@ -256,8 +256,8 @@ class Preemptions:
             return []
         tenancy = self.s.tenancy
         lowest = min(
-            (r.priority for r in tenancy.running.values()
-             if r.region == region and r.preemptible and r.job_id not in self.targeted),
+            (r.priority for r in tenancy.running.in_region(region)
+             if r.preemptible and r.job_id not in self.targeted),
             default=None,
         )  # fmt: skip
         if lowest is None:

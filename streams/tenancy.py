@@ -35,6 +35,7 @@ from scorer.tenancy import (
     resolve_priority,
 )
 from streams.fairness import QUEUE_DEPTH, FairOrder, WithinOrder, priority_then_age
+from streams.running_book import RunningBook
 
 __all__ = [
     "ALLOWANCE",
@@ -130,7 +131,7 @@ class Tenancy:
         self.state = state
         self.policy = policy or TenancyPolicy()
         self.within_order = within_order or priority_then_age
-        self.running: dict[str, Running] = {}
+        self.running = RunningBook()
         self.claims: dict[str, Running] = {}  # preemptors: GPUs promised, not yet placed
         self.waits: dict[str, tuple[str, str]] = {}  # job_id -> (code, one line)
         self.reservations: dict[str, Any] = {}  # region -> GangHold (streams.queueing)
@@ -243,11 +244,29 @@ class Tenancy:
         return dict(self._memo["usage"])
 
     def _usage(self) -> dict[Cell, int]:
-        out: dict[Cell, int] = {}
-        for run in self.holding():
-            cell = (run.tenant, run.region, run.gpu_class)
-            out[cell] = out.get(cell, 0) + run.milli
+        """Milli-GPUs per cell of `holding()`: the book's sums, less the jobs leaving, plus
+        the claims (both few: pending preemptions)."""
+        book = self.running
+        out = {cell: milli for cell, (_, milli) in book.cells.items()}
+        gone: dict[Cell, int] = {}
+        for job_id in self.leaving:
+            run = book.get(job_id)
+            if run is not None:
+                cell = (run.tenant, run.region, run.gpu_class)
+                out[cell] -= run.milli
+                gone[cell] = gone.get(cell, 0) + 1
+        for cell, jobs in gone.items():
+            if book.cells[cell][0] == jobs:
+                del out[cell]
+        for claim in self.claims.values():
+            cell = (claim.tenant, claim.region, claim.gpu_class)
+            out[cell] = out.get(cell, 0) + claim.milli
         return out
+
+    def holding_in(self, region: str) -> list[Running]:
+        """`holding()` of one region."""
+        staying = [r for r in self.running.in_region(region) if r.job_id not in self.leaving]
+        return [*staying, *(c for c in self.claims.values() if c.region == region)]
 
     def protected(self) -> dict[tuple[str, str], int]:
         out: dict[tuple[str, str], int] = {}
@@ -340,7 +359,7 @@ class Tenancy:
 
     def shares(self, region: str) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        for run in self.holding():
+        for run in self.holding_in(region):
             if run.region == region:
                 vec = np.array([run.milli / MILLI, run.cpu_milli, run.memory_mib], float)
                 out[run.tenant] = out.get(run.tenant, np.zeros(3)) + vec

@@ -86,8 +86,8 @@ class VictimSearch:
         slack: dict[str, int] = {}
         now = self.s.clock()
         lent_by_cell: dict[tuple[str, str], int] = {}
-        for run in tenancy.running.values():
-            if run.region != region or run.job_id in self.targeted:
+        for run in tenancy.running.in_region(region):
+            if run.job_id in self.targeted:
                 continue
             if cls is not None and run.gpu_class != cls:
                 continue
@@ -209,8 +209,8 @@ class VictimSearch:
         key = (spec.tenant, prio.value)
         if key not in relief:
             usage = tenancy.usage()
-            for run in tenancy.running.values():
-                if run.region != region or run.job_id in self.targeted:
+            for run in tenancy.running.in_region(region):
+                if run.job_id in self.targeted:
                     continue
                 cell = (run.tenant, run.region, run.gpu_class)
                 if run.tenant != spec.tenant:
