@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-__all__ = ["dead_letter_record"]
+__all__ = ["dead_letter_record", "message_dead_letter"]
 
 
 def dead_letter_record(
@@ -31,3 +31,16 @@ def dead_letter_record(
         "error": str(error)[:2000],
         "consumer": consumer,
     }
+
+
+def message_dead_letter(msg: Any, error: Exception | str, *, consumer: str) -> dict[str, Any]:
+    """The dead letter of a consumed Kafka message (confluent_kafka.Message)."""
+    return dead_letter_record(
+        topic=str(msg.topic()),
+        partition=msg.partition() or 0,
+        offset=msg.offset() or 0,
+        key=msg.key(),
+        value=msg.value(),
+        error=error,
+        consumer=consumer,
+    )

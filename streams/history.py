@@ -5,6 +5,8 @@ runs in a background thread inside the Faust worker process, which owns the chdb
 Offsets are committed only after every table of a batch is inserted, so delivery into the
 store is at-least-once; raw tables deduplicate on event_id (ReplacingMergeTree + FINAL).
 Messages that cannot be decoded or converted go to `gpuflow.deadletter` and are committed.
+Each batch is inserted on a thread of its own while the next poll is decoded (one insert in
+flight, `streams.history_writer`); its offsets are committed after it is written, in order.
 
 When ClickHouse is unavailable (cannot be opened) or refuses inserts, the sink backs off
 (0.2 s doubling to 5 s), stops reading (its partitions paused, still polling so the group keeps
@@ -27,7 +29,7 @@ import numpy as np
 from confluent_kafka import KafkaError, Message, TopicPartition
 
 from infra.config import Config
-from infra.deadletter import dead_letter_record
+from infra.deadletter import message_dead_letter
 from infra.kafka import consumer as make_consumer
 from infra.kafka import producer as make_producer
 from infra.store import Store, StoreError, open_store
@@ -36,6 +38,7 @@ from infra.store.rows import ConversionError, RowContext, to_rows
 from infra.topics import DEADLETTER, NODE_INVENTORY, TOPICS
 from schemas import DecodeError, make_codec
 from streams.history_telemetry import TelemetryLane, offsets_of, table_block, telemetry_chunk
+from streams.history_writer import InsertLane, Outcome
 
 __all__ = ["HistorySink", "SinkStats", "attach_history"]
 
@@ -83,6 +86,7 @@ class HistorySink:
         self._codec = make_codec(config.kafka.schema_registry_url or None)
         self._lane = TelemetryLane(self._codec)
         self._batcher = Batcher(config.store.batch_rows, config.store.flush_s)
+        self._inserts = InsertLane(lambda table, data: self.store.insert_arrow(table, data))
         self._ctx = RowContext()
         self.stats = SinkStats()
         self._stop = threading.Event()
@@ -123,7 +127,7 @@ class HistorySink:
             "state": "crashed" if self.error is not None else self._state,
             "failing_for_s": round(time.monotonic() - failing, 1) if failing else 0.0,
             "last_error": self._last_error,
-            "pending_events": self._batcher.pending_events(),
+            "pending_events": self._batcher.pending_events() + self._inserts.pending_events(),
             "consumed": self.stats.consumed,
             "events_written": self.stats.events_written,
             "rows_written": self.stats.rows_written,
@@ -176,11 +180,8 @@ class HistorySink:
         if self._owns_store and self._store is not None:
             self._store.close()
             self._store = None
-        log.info(
-            "history sink stopped rows=%d dead=%d",
-            self.stats.rows_written,
-            self.stats.dead_lettered,
-        )
+        stats = self.stats
+        log.info("history sink stopped rows=%d dead=%d", stats.rows_written, stats.dead_lettered)
 
     def flush_now(self, timeout_s: float = 30.0) -> bool:
         """Ask the loop to flush and wait until it has; True when it did."""
@@ -215,17 +216,21 @@ class HistorySink:
                         self._handle(msg)
                 if telemetry:
                     self._handle_telemetry(telemetry)
-                retrying = self._failures > 0
-                if self._flush_requested.is_set() or self._batcher.due() or retrying:
+                if self._inserts.ready():  # commit as soon as the insert in flight is done
+                    self._settle()
+                if self._flush_requested.is_set():  # written and committed when it returns
                     self._flush_requested.clear()
-                    self._flush()
+                    self._flush(wait=True)
                     self._mark_flushed()
+                elif self._batcher.due() or self._failures:  # retries wait for their insert
+                    self._flush(wait=self._failures > 0)
             if self._consumer is not None:
-                self._flush()
+                self._flush(wait=True)
         except BaseException as exc:  # keep the worker alive; report through .error and logs
             self.error = exc
             log.exception("history sink crashed")
         finally:
+            self._inserts.close()  # an insert in flight finishes; uncommitted, it is read again
             self._mark_flushed()
             self._close_clients()
 
@@ -279,27 +284,14 @@ class HistorySink:
         self._batcher.add_chunk(_TELEMETRY_TABLE, chunk)
 
     def _dead_letter(self, msg: Message, error: str) -> None:
-        record = dead_letter_record(
-            topic=str(msg.topic()),
-            partition=msg.partition() or 0,
-            offset=msg.offset() or 0,
-            key=msg.key(),
-            value=msg.value(),
-            error=error,
-            consumer=self.group_id,
-        )
+        record = message_dead_letter(msg, error, consumer=self.group_id)
         # the configured framing (single-object, or Confluent with a registry), like every topic
         value = self._codec.encode("DeadLetter", record, topic=DEADLETTER)
         self._producer.produce(DEADLETTER, value, key=msg.key())
         self._producer.poll(0)
         self.stats.dead_lettered += 1
-        log.warning(
-            "history dead-letter topic=%s partition=%d offset=%d error=%s",
-            msg.topic(),
-            msg.partition(),
-            msg.offset(),
-            error[:200],
-        )
+        where = (msg.topic(), msg.partition(), msg.offset(), error[:200])
+        log.warning("history dead-letter topic=%s partition=%d offset=%d error=%s", *where)
 
     # ---- flushing --------------------------------------------------------------------------
 
@@ -315,19 +307,40 @@ class HistorySink:
                 out[(tp.topic, tp.partition)] = max(0, high - tp.offset)
         return out
 
-    def _flush(self) -> None:
+    def _flush(self, *, wait: bool) -> None:
+        """Settle the insert in flight, then start inserting the current batch (one columnar
+        block per table; events whose rows do not fit a table are dead-lettered); with `wait`,
+        settle that one too (written and committed, or put back) before returning."""
+        if not self._settle():
+            return  # put back and backed off: the caller's next flush retries it
         started = time.perf_counter()
         batch = self._batcher.drain()
         if not batch:
             return
-        done: list[str] = []
+        blocks = []
         try:
             for table in batch.tables():
-                self.stats.rows_written += self._insert_table(table, batch)
-                done.append(table)
-        except StoreError as exc:
-            self._insert_failed(batch, done, exc)
+                data = table_block(self.store, table, batch, self._dead_letter)
+                if data is not None:
+                    blocks.append((table, data))
+        except StoreError as exc:  # e.g. a table gone: as if its insert had failed
+            self._insert_failed(Outcome(batch, started), exc)
             return
+        self._inserts.submit(batch, blocks, started)  # even with no rows: commits in order
+        if wait:
+            self._settle()
+
+    def _settle(self) -> bool:
+        """Collect the insert in flight: commit its offsets, or put its batch back in front and
+        back off. False when it failed."""
+        outcome = self._inserts.wait()
+        if outcome is None:
+            return True
+        batch = outcome.batch
+        self.stats.rows_written += outcome.rows
+        if outcome.error is not None:
+            self._insert_failed(outcome, outcome.error)
+            return False
         if self._failures:  # the store is back: read again
             self._recovered()
             self._consumer.resume(self._consumer.assignment())
@@ -337,15 +350,11 @@ class HistorySink:
         self.stats.flushes += 1
         self.stats.events_written += len(batch.event_ids)
         if self.on_batch is not None:
-            self.on_batch(time.perf_counter() - started, len(batch.event_ids))
+            self.on_batch(time.perf_counter() - outcome.started, len(batch.event_ids))
+        return True
 
-    def _insert_table(self, table: str, batch: Batch) -> int:
-        """One columnar insert of a table's rows and chunks; events whose rows do not fit the
-        table are dead-lettered."""
-        data = table_block(self.store, table, batch, self._dead_letter)
-        return 0 if data is None else self.store.insert_arrow(table, data)
-
-    def _insert_failed(self, batch: Batch, done: list[str], exc: StoreError) -> None:
+    def _insert_failed(self, outcome: Outcome, exc: StoreError) -> None:
+        batch, done = outcome.batch, outcome.done
         self.stats.insert_failures += 1
         for table in done:  # written already: do not write those rows twice
             batch.pop(table)
@@ -365,7 +374,7 @@ class HistorySink:
             log.warning("history commit failed error=%s", exc)
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._flush()  # before another member reads from our last commit
+        self._flush(wait=True)  # before another member reads from our last commit
 
     def _known_models(self) -> dict[str, str]:
         res = self.store.query(

@@ -168,3 +168,24 @@ def test_doc_lists_exactly_the_ready_queries() -> None:
     text = DOC.read_text()
     blocks = dict(re.findall(r"<!-- query: (\w+) -->\n```sql\n(.*?)\n```", text, re.S))
     assert blocks == Q.QUERIES
+
+
+def test_ids_of_the_batch_in_flight_still_count_as_batched() -> None:
+    b = Batcher(max_rows=10, max_age_s=60)
+    assert b.claim(["e1", "e2"]) == [True, True]
+    batch = b.drain()  # being inserted while the next poll is read
+    assert b.claim(["e2", "e3", "e3"]) == [False, True, False]
+    b.restore(batch)  # its insert failed: back in front, still not claimable twice
+    assert b.claim(["e1"]) == [False]
+    batch = b.drain()
+    b.written(batch)
+    assert b.claim(["e1", "e3", "e4"]) == [False, False, True]
+
+
+def test_recent_ids_trim_in_one_go_to_the_newest() -> None:
+    ids = RecentIds(capacity=8)
+    ids.update(str(i) for i in range(10))  # up to 1.25 x capacity kept
+    assert len(ids) == 10 and "0" in ids
+    ids.add("10")
+    assert len(ids) == 8 and "2" not in ids and "3" in ids and "10" in ids
+    assert ids.isdisjoint(["a", "b"]) and not ids.isdisjoint(["a", "5"])
