@@ -21,7 +21,7 @@ import heapq
 import logging
 from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from infra.topics import DECISIONS_MIGRATION, RegionPartitioner
 from scorer import Assignment, ClusterState, JobSpec, Placer, ReservationError
@@ -42,6 +42,9 @@ from streams.clock import Clock
 from streams.convert import assignment_records, job_spec, parse_assignments
 from streams.outbox import Outgoing, new_event_id, outgoing
 
+if TYPE_CHECKING:
+    from streams.tenancy import Tenancy
+
 __all__ = ["SPREAD_GAIN", "Replanner", "running_job"]
 
 SPREAD_GAIN = 1.5  # a spread gang this much faster on one node is worth a node freed for it
@@ -56,6 +59,7 @@ class SchedulerParts(Protocol):
     queue: MutableMapping[str, Any]
     clock: Clock
     partition_of: RegionPartitioner
+    tenancy: Tenancy
 
 
 def job_of(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -126,13 +130,25 @@ class Replanner:
             entry = self.parts.reservations.get(job_id)
             if entry is None or entry.get("released") or self.pending(job_id):
                 continue
-            key = (entry.get("started_ms"), entry.get("moves"), entry.get("speed"))
+            policy = self.parts.tenancy.policy  # a reloaded policy may change the classes
+            key = (entry.get("started_ms"), entry.get("moves"), entry.get("speed"), id(policy))
             cached = self._runs.get(job_id)
             if cached is None or cached[0] != key:
-                cached = self._runs[job_id] = (key, running_job(job_id, entry))
+                cached = self._runs[job_id] = (key, self._classed(running_job(job_id, entry)))
             if cached[1] is not None:
                 out.append(cached[1])
         return out
+
+    def _classed(self, run: RunningJob | None) -> RunningJob | None:
+        """The job as its priority class has it: a class that is not preemptible (online
+        inference by default) keeps its jobs from being moved, as from being preempted; the
+        job's own `preemptible` flag alone defaults to true."""
+        if run is None or not run.job.preemptible:
+            return run
+        prio = self.parts.tenancy.priority(run.job)
+        if isinstance(prio, str) or prio.preemptible:
+            return run
+        return replace(run, job=replace(run.job, preemptible=False))
 
     def region_budget(self, region: str, now_ms: int) -> int:
         """Moves `region` may still begin in the current window."""

@@ -99,6 +99,8 @@ def k80_job_waiting_for_a_v100(gavel: ThroughputModel, **kw: Any) -> Scheduler:
         ({}, True),
         ({"checkpointable": False}, False),  # never a job that cannot checkpoint
         ({"preemptible": False}, False),
+        ({"priority_class": "online-inference"}, False),  # its class is not preemptible
+        ({"priority_class": "batch"}, True),
     ],
 )
 def test_only_checkpointable_jobs_move_to_a_faster_gpu(
