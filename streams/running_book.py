@@ -32,7 +32,8 @@ class RunningBook(dict[str, "Running"]):
         self._by_region: dict[str, dict[str, Running]] = {}
 
     def in_region(self, region: str) -> Iterable[Running]:
-        """The region's running jobs, in the order they were booked."""
+        """The region's running jobs, in the order they were booked there (a job re-booked
+        from another region comes last; the dict itself keeps its first position)."""
         return self._by_region.get(region, {}).values()
 
     def __setitem__(self, job_id: str, run: Running) -> None:
