@@ -358,12 +358,13 @@ class Tenancy:
         )
 
     def shares(self, region: str) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
+        sums: dict[str, list[float]] = {}  # plain floats: an array per job cost more than the sum
         for run in self.holding_in(region):
-            if run.region == region:
-                vec = np.array([run.milli / MILLI, run.cpu_milli, run.memory_mib], float)
-                out[run.tenant] = out.get(run.tenant, np.zeros(3)) + vec
-        return out
+            acc = sums.setdefault(run.tenant, [0.0, 0.0, 0.0])
+            acc[0] += run.milli / MILLI
+            acc[1] += run.cpu_milli
+            acc[2] += run.memory_mib
+        return {tenant: np.array(acc, float) for tenant, acc in sums.items()}
 
     def fair_order(self, region: str, waiting: Sequence[Mapping[str, Any]]) -> FairOrder:
         """Waiting jobs of a region in fair order (`streams.fairness`)."""
