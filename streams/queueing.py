@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scorer import Assignment, JobSpec, PlacementResult
-from scorer.framework import CycleContext
-from scorer.outcome import model_vectors
 from scorer.tenancy import QuotaReservation, Reservation, earliest_start, held_now
 from streams import quota_holds
 from streams.fairness import entry_priority
@@ -324,16 +322,9 @@ def free_at(s: Scheduler, spec: JobSpec, region: str) -> dict[str, list[float]]:
     """When each GPU of the nodes that could host `spec` becomes whole-free (ms): now when free,
     a holder's expected end (overdue ones: now), inf when unknown (holds, unhealthy GPUs)."""
     st, now = s.state, float(s.clock())
-    slots = st.slots(region)
-    ctx = CycleContext(
-        spec, st, s.placer.throughput, slots, model_vectors(spec, st.models, s.placer.throughput)
-    )
-    mask = st.node_ok[slots].copy()
-    for f in s.placer.filters:
-        if f.static:
-            mask &= f.filter(ctx)
+    usable = s.placer.usable(spec, region)
     times: dict[str, list[float]] = {}
-    for slot in slots[mask]:
+    for slot in usable[st.node_ok[usable]]:
         count = int(st.gpu_count[slot])
         ok = st.gpu_ok[slot, :count]
         times[st.spec(int(slot)).node_id] = np.where(ok, now, math.inf).tolist()

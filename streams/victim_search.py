@@ -4,7 +4,7 @@ and asking the placer and the quota gate whether the preemptor then fits."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +81,7 @@ class VictimSearch:
             return None
         # GPUs freed on nodes the job cannot use (model, memory, precision...) never place it:
         # the room pre-checks count only usable nodes, so no placer call is spent on them
-        usable = self._usable(target, region)
+        free = self._usable_free(target, region)  # healthy usable node -> whole GPUs free
         candidates: list[Candidate] = []
         slack: dict[str, int] = {}
         now = self.s.clock()
@@ -110,7 +110,7 @@ class VictimSearch:
             )
             if cause is None:
                 continue
-            cand = self._candidate(run, now, lent > 0, cause, usable)
+            cand = self._candidate(run, now, lent > 0, cause, free.keys())
             if not quotas and not cand.node_gpus:
                 continue  # frees nothing the job can use (with quotas it may free quota)
             if quotas and run.tenant != spec.tenant:
@@ -125,7 +125,7 @@ class VictimSearch:
         plan = select_victims(
             candidates,
             lambda victims: self._feasible(target, region, cls, victims),
-            free={n: f for n, f in self._free_whole(region).items() if n in usable},
+            free=free,
             chunk=chunk,
             need=spec.gpu_count if whole else 0,
             slack=slack,
@@ -135,7 +135,7 @@ class VictimSearch:
         return plan
 
     def _candidate(
-        self, run: Running, now: int, borrowing: bool, cause: str, usable: frozenset[str]
+        self, run: Running, now: int, borrowing: bool, cause: str, usable: Collection[str]
     ) -> Candidate:
         """`node_gpus` counts only GPUs on `usable` nodes (what the evicted job frees for the
         preemptor); `gpus` and the lost work are what eviction costs, wherever it runs."""
@@ -160,15 +160,13 @@ class VictimSearch:
             started_ms=run.started_ms,
         )
 
-    def _usable(self, spec: JobSpec, region: str) -> frozenset[str]:
+    def _usable_free(self, spec: JobSpec, region: str) -> dict[str, float]:
+        """Whole GPUs free on each healthy node of the region that passes the job's static
+        filters (`Placer.usable`)."""
         st = self.s.state
-        return frozenset(st.spec(int(i)).node_id for i in self.s.placer.usable(spec, region))
-
-    def _free_whole(self, region: str) -> dict[str, float]:
-        st = self.s.state
-        slots = st.slots(region)
-        ok = slots[st.node_ok[slots]]
-        return {st.spec(int(i)).node_id: float(st.free_whole[int(i)]) for i in ok}
+        usable = self.s.placer.usable(spec, region)
+        healthy = usable[st.node_ok[usable]]
+        return {st.spec(int(i)).node_id: float(st.free_whole[int(i)]) for i in healthy}
 
     def _feasible(
         self, spec: JobSpec, region: str, cls: str | None, victims: tuple[Candidate, ...]
