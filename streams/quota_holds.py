@@ -43,7 +43,7 @@ def _holding(
     cell = (res.tenant, res.region, res.gpu_class)
     return [
         (r.expected_end_ms, r.milli)
-        for r in s.tenancy.holding()
+        for r in s.tenancy.holding_in(res.region)
         if (r.tenant, r.region, r.gpu_class) == cell and r.job_id not in leaving
     ]
 
