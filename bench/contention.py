@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from agents.replay.trace import Trace, TraceJob, TraceNode, job_record  # noqa: E402
 from bench._common import machine, percentiles, write_result  # noqa: E402
-from bench.contention_targets import targets  # noqa: E402
+from bench._contention_targets import targets  # noqa: E402
 from gpuflow.replay.engine import ReplayResult, run_replay  # noqa: E402
 from gpuflow.replay.inprocess import InProcessDecider  # noqa: E402
 from gpuflow.replay.summary import time_weighted_alloc  # noqa: E402

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -33,6 +31,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import write_result
 from infra.config import load_config
 from infra.store import Store, open_store
 from infra.store import samples as S
@@ -168,11 +167,11 @@ def main() -> None:
     ap.add_argument("--no-rollup", action="store_true", help="detach the rollup MV (raw rate)")
     ap.add_argument("--live-events", type=int, default=100_000, help="0: skip the live sink")
     ap.add_argument("--skip-bulk", action="store_true", help="the live sink only")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "history.json"))
+    ap.add_argument("--out", help="result file (default bench/results/history.json)")
     args = ap.parse_args()
     if args.skip_bulk:
         with tempfile.TemporaryDirectory() as tmp:
-            write_result(args.out, {**header(), **live_sink_rate(args.live_events, tmp)})
+            report(live_sink_rate(args.live_events, tmp), args.out)
         return
     rng = np.random.default_rng(7)
     day0 = (int(time.time() * 1000) // DAY_MS - 1) * DAY_MS  # yesterday, inside the TTL
@@ -201,7 +200,6 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             live = live_sink_rate(args.live_events, tmp)
     result = {
-        **header(),
         "engine": "chDB (clickhouse-connect chdb://), insert_arrow"
         + ("" if args.no_rollup else ", MV to gpu_util_1m on insert"),
         "rows": int(count),
@@ -218,22 +216,13 @@ def main() -> None:
         "sink_path_rows_per_s": round(sink_rate),
         **live,
     }
-    write_result(args.out, result)
+    report(result, args.out)
 
 
-def header() -> dict[str, Any]:
-    return {
-        "command": "python " + " ".join(sys.argv),
-        "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
-        "load_avg_1m_at_end": round(os.getloadavg()[0], 2),  # other work on the same cores
-        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
-def write_result(out: str, result: dict[str, Any]) -> None:
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(result, indent=2) + "\n")
-    for key, value in result.items():
+def report(result: dict[str, Any], out: str) -> None:
+    """Write the result (with command, machine, load and time: `bench._common`) and print it."""
+    path = write_result("history", result, out=out)
+    for key, value in json.loads(path.read_text()).items():
         print(f"{key:24} {value}")
 
 

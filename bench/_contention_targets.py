@@ -1,4 +1,5 @@
-"""The issue's targets for `bench/contention.py`, judged from its runs' figures."""
+"""The issue's targets for `bench/contention.py`, judged from its runs' figures (a helper
+module, not a bench of its own)."""
 
 from __future__ import annotations
 
