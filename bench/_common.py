@@ -120,3 +120,13 @@ def write_result(name: str, result: dict[str, Any], out: str | Path | None = Non
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
     return path
+
+
+def report_result(name: str, result: dict[str, Any], out: str | Path | None = None) -> Path:
+    """`write_result`, then print each figure, one per line, and where the file went."""
+    path = write_result(name, result, out=out)
+    width = max((len(k) for k in result), default=0)
+    for key, value in result.items():
+        print(f"{key:>{width}}: {value}")
+    print(f"wrote {path}")
+    return path

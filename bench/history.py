@@ -19,7 +19,6 @@ Writes bench/results/history.json (or --out).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -31,7 +30,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import write_result
+from bench._common import report_result
 from infra.config import load_config
 from infra.store import Store, open_store
 from infra.store import samples as S
@@ -171,7 +170,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.skip_bulk:
         with tempfile.TemporaryDirectory() as tmp:
-            report(live_sink_rate(args.live_events, tmp), args.out)
+            report_result("history", live_sink_rate(args.live_events, tmp), out=args.out)
         return
     rng = np.random.default_rng(7)
     day0 = (int(time.time() * 1000) // DAY_MS - 1) * DAY_MS  # yesterday, inside the TTL
@@ -216,14 +215,7 @@ def main() -> None:
         "sink_path_rows_per_s": round(sink_rate),
         **live,
     }
-    report(result, args.out)
-
-
-def report(result: dict[str, Any], out: str) -> None:
-    """Write the result (with command, machine, load and time: `bench._common`) and print it."""
-    path = write_result("history", result, out=out)
-    for key, value in json.loads(path.read_text()).items():
-        print(f"{key:24} {value}")
+    report_result("history", result, out=args.out)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from bench._common import (
     cpu_seconds,
     load_average,
     percentiles,
+    report_result,
     wait_worker_ready,
     write_result,
 )
@@ -160,10 +161,7 @@ def main() -> None:
     args = _args()
     if not args.sweep:
         result = run_once(args, args.rate, args.seconds)
-        path = write_result("pipeline", result, out=args.out)
-        for key, value in result.items():
-            print(f"{key:>28}: {value}")
-        print(f"wrote {path}")
+        report_result("pipeline", result, out=args.out)
         return
     runs: list[dict[str, Any]] = []
     for rate in [float(r) for r in args.rates.split(",")]:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import demo_fleet, generate_nodes
 from agents.jobgen import generate_jobs
-from bench._common import load_average, write_result
+from bench._common import load_average, report_result
 from bench.worker_costs import _scheduler
 from infra.topics import JOBS_ROUTED
 from streams.scheduling import Scheduler
@@ -86,10 +86,7 @@ def main() -> None:
         "arrival_victim_search": search,
         "load_average": load_average(),
     }
-    path = write_result("queue_costs", result, out=args.out)
-    for key, value in result.items():
-        print(f"{key:>22}: {value}")
-    print(f"wrote {path}")
+    report_result("queue_costs", result, out=args.out)
 
 
 if __name__ == "__main__":

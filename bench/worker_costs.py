@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import SimulatedFleet, TierPolicy, demo_fleet, generate_nodes
 from agents.jobgen import generate_jobs
-from bench._common import write_result
+from bench._common import report_result
 from infra.topics import JOBS_ROUTED
 from schemas import SingleObjectCodec
 from scorer import ClusterState, make_placer
@@ -148,10 +148,7 @@ def main() -> None:
             us["decode_NodeTelemetry"] + us["apply_telemetry"], 1
         ),
     }
-    path = write_result("worker_costs", result, out=args.out)
-    for key, value in result.items():
-        print(f"{key:>36}: {value}")
-    print(f"wrote {path}")
+    report_result("worker_costs", result, out=args.out)
 
 
 if __name__ == "__main__":
