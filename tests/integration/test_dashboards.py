@@ -115,6 +115,13 @@ def test_every_dashboard_panel_query_works_on_a_running_worker(running: Running)
                          ("job_events", "type = 'FINISHED'")):  # fmt: skip
         count = f"SELECT count() FROM {table} FINAL WHERE {where}"
         assert wait_for(lambda q=count: sql(q).get("rows", [[0]])[0][0] > 0, 60), table
+    # the dead letter crosses two hops (worker -> gpuflow.deadletter -> history child): wait for
+    # it as for the rows above, and say which hop it stopped at if it never lands
+    parked = f"SELECT count() FROM dead_letters FINAL WHERE source_topic = '{JOBS_SUBMITTED}'"
+    if not wait_for(lambda: sql(parked).get("rows", [[0]])[0][0] > 0, 90):
+        page = httpx.get(f"{base}/metrics", timeout=10).text
+        seen = [ln for ln in page.splitlines() if "dead_letters" in ln and not ln.startswith("#")]
+        pytest.fail(f"the dead letter never reached the history store; /metrics says {seen}")
 
     # Prometheus panels against the worker's scrape
     # the worker re-exports its history child's page when the child answers within 2 s; on a
