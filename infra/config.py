@@ -124,6 +124,9 @@ class WorkerConfig:
     view_ttl_s: float = 0.2  # the router's region summaries are at most this old (0: exact)
     # decided jobs and released reservations are remembered this long (live jobs: always)
     horizon_s: float = 600.0
+    # the folded decision logs are saved this often (and after each rebuild) under data_dir, so
+    # start-up reads their tails (streams.ledger_snapshot); 0: read the whole logs at each start
+    ledger_snapshot_s: float = 300.0
     local_placement: bool = True  # place jobs for regions this worker owns without a hop
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like

@@ -434,6 +434,12 @@ def _watch_broker(app: faust.App, rt: Runtime) -> None:
 
 
 def _register_timers(app: faust.App, rt: Runtime) -> None:
+    if rt.config.worker.ledger_snapshot_s > 0:
+
+        @app.timer(rt.config.worker.ledger_snapshot_s)
+        async def snapshot_ledger() -> None:  # reads the logs in a thread; the loop goes on
+            await rt.snapshot_ledger()
+
     @app.timer(rt.config.worker.summary_interval_s)
     async def watch_partitions() -> None:
         with contextlib.suppress(ConsumerNotStarted):  # before the first assignment

@@ -1,116 +1,269 @@
 """The decision log as the source of truth for which jobs are already decided.
 
-At start the worker reads `gpuflow.decisions.placement` from the beginning to its end and keeps
-each job's last final decision (PLACED or REJECTED; the highest epoch: an evicted job is placed
-again at epoch + 1), and `gpuflow.jobs.events` for which placement epochs ended. A crash between
+At start the worker folds `gpuflow.decisions.placement` (each job's last final decision,
+PLACED or REJECTED, of the highest epoch: an evicted job is placed again at epoch + 1),
+`gpuflow.jobs.events` (which placement epochs ended, and MIGRATED reports),
+`gpuflow.decisions.migration` and `gpuflow.jobs.routed` into a `Ledger`. A crash between
 "decision produced" and "table updated" (or the other way round) is then healed by
 `Scheduler.rebuild`, so a replay after a crash neither decides a job twice nor loses one.
-Migrations are read the same way (`gpuflow.decisions.migration`, and the executor's MIGRATED
-reports on `gpuflow.jobs.events`), so a moved job comes back on the GPUs it moved to and a
-move still in flight keeps its hold.
+
+The fold is incremental: a `Ledger` remembers, per partition, the last record it folded (offset,
+timestamp, key), and `catch_up` reads only what came after it. Saved between runs
+(`streams.ledger_snapshot`), start-up reads the logs' tails instead of their whole history. If
+a saved position no longer names the same record (the broker's log was reset or replaced), the
+ledger starts again from the beginning. Jobs that ended (or were refused) longer ago than the
+worker's horizon are pruned, so the ledger holds live jobs plus the horizon, like the worker.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, TopicPartition
 
 from infra.config import KafkaConfig
 from infra.kafka import consumer
 from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, TOPICS
 from schemas import Codec, DecodeError, timestamp_ms
 
-__all__ = [
-    "overbooked",
-    "read_ended_jobs",
-    "read_final_decisions",
-    "read_job_log",
-    "read_migrations",
-    "read_routed_attempts",
-]
+__all__ = ["Ledger", "LogReset", "overbooked"]
 
 log = logging.getLogger(__name__)
 
 _FINAL = ("PLACED", "REJECTED")
 _EVENT_OF = {t.name: t.event for t in TOPICS}
 _ENDED = ("FINISHED", "FAILED", "EVICTED")
+_OVER = ("FINISHED", "FAILED")  # a placement that ended so; its job is done
+
+Position = tuple[int, int, bytes | None]  # the last record folded: offset, timestamp ms, key
+Decided = tuple[int, str, int]  # a final decision's epoch, outcome, when it was written (ms)
 
 
-def _read_topic(
-    kafka: KafkaConfig, codec: Codec, topic: str, timeout_s: float
-) -> Iterator[tuple[dict[str, Any], int]]:
-    """Every decodable record of `topic`, from the beginning to end-of-partition."""
+class LogReset(Exception):
+    """The log no longer holds, at a saved position, the record the ledger folded there."""
+
+
+@dataclass
+class Ledger:
+    """The four logs a worker rebuilds from, folded, and how far each partition was read."""
+
+    # job -> its last final PlacementDecision as written (decoded by `decisions`: saving and
+    # loading bytes is cheap, and a worker only needs the records when it rebuilds)
+    final: dict[str, bytes] = field(default_factory=dict)
+    decided: dict[str, Decided] = field(default_factory=dict)  # job -> what the fold needs
+    ended: dict[str, dict[int, tuple[str, int]]] = field(default_factory=dict)  # epoch -> end
+    migrated: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # MIGRATED reports
+    moves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # MigrationDecisions
+    routed: dict[str, int] = field(default_factory=dict)  # job -> highest routed attempt
+    positions: dict[str, dict[int, Position]] = field(default_factory=dict)
+
+    def catch_up(self, kafka: KafkaConfig, codec: Codec, timeout_s: float = 60.0) -> int:
+        """Fold what the four logs gained since the last catch-up; the records read.
+
+        A position the log no longer matches starts everything again from the beginning.
+        TimeoutError when the read makes no progress for `timeout_s`.
+        """
+        started = time.monotonic()
+        try:
+            read = self._read_all(kafka, codec, timeout_s)
+        except LogReset as exc:
+            log.warning("ledger does not match the log (%s): reading it from the start", exc)
+            self._clear()
+            read = self._read_all(kafka, codec, timeout_s)
+        log.info(
+            "ledger caught up read=%d final=%d in_s=%.2f",
+            read,
+            len(self.final),
+            time.monotonic() - started,
+        )
+        return read
+
+    def _clear(self) -> None:
+        for table in self._tables():
+            table.clear()
+        self.positions.clear()
+
+    def _tables(self) -> tuple[dict[str, Any], ...]:
+        """What the ledger keeps per job."""
+        return self.final, self.decided, self.ended, self.migrated, self.moves, self.routed
+
+    def decisions(self, codec: Codec) -> dict[str, dict[str, Any]]:
+        """job_id -> its final PlacementDecision of the highest epoch (what a rebuild reads)."""
+        topic = DECISIONS_PLACEMENT
+        return {job: codec.decode(value, topic=topic)[1] for job, value in self.final.items()}
+
+    def _read_all(self, kafka: KafkaConfig, codec: Codec, timeout_s: float) -> int:
+        folds = {
+            DECISIONS_PLACEMENT: self._decision,
+            JOBS_EVENTS: self._job_event,
+            DECISIONS_MIGRATION: self._move,
+            JOBS_ROUTED: self._routed,
+        }
+        after = {t: dict(self.positions.get(t, {})) for t in folds}
+        read = 0
+        for record, msg in _read_topics(kafka, codec, after, timeout_s):
+            topic, partition = str(msg.topic()), int(msg.partition() or 0)
+            written = msg.timestamp()[1]
+            self.positions.setdefault(topic, {})[partition] = (
+                int(msg.offset() or 0), written, msg.key()
+            )  # fmt: skip
+            read += 1
+            if record is not None:
+                folds[topic](record, msg)
+        return read
+
+    def _decision(self, r: dict[str, Any], msg: Message) -> None:
+        # a submission refused at admission (streams.admission) leaves its job id undecided
+        if r.get("outcome") not in _FINAL or not r.get("admitted", True):
+            return
+        job_id, epoch = r["job_id"], int(r.get("epoch") or 0)
+        seen = self.decided.get(job_id)
+        if seen is None or epoch >= seen[0]:
+            self.final[job_id] = msg.value() or b""
+            self.decided[job_id] = (epoch, str(r["outcome"]), msg.timestamp()[1])
+
+    def _job_event(self, r: dict[str, Any], msg: Message) -> None:
+        written = msg.timestamp()[1]
+        if r.get("type") in _ENDED:
+            ends = self.ended.setdefault(r["job_id"], {})
+            epoch = int(r.get("epoch") or 0)
+            if written >= ends.get(epoch, ("", -1))[1]:
+                ends[epoch] = (r["type"], written)
+        elif r.get("type") == "MIGRATED":
+            self.migrated.setdefault(r["job_id"], []).append(r)
+
+    def _move(self, r: dict[str, Any], msg: Message) -> None:
+        moves = self.moves.setdefault(r["job_id"], [])
+        if all(m["event_id"] != r["event_id"] for m in moves):  # redelivered: once
+            moves.append(r)
+
+    def _routed(self, r: dict[str, Any], msg: Message) -> None:
+        job_id, attempt = r["job"]["job_id"], int(r["attempt"])
+        if attempt > self.routed.get(job_id, 0):
+            self.routed[job_id] = attempt
+
+    def prune(self, now_ms: int, horizon_ms: int, live: Collection[str] = ()) -> int:
+        """Forget jobs that are over: refused, or whose placement ended FINISHED or FAILED,
+        written more than `horizon_ms` before `now_ms`, unless `live` names them (a worker's
+        table still holds them); how many. What is left is live jobs plus the horizon."""
+        cutoff, gone = now_ms - horizon_ms, []
+        for job_id, (epoch, outcome, written) in self.decided.items():
+            if job_id in live:
+                continue
+            if outcome == "REJECTED":
+                over = written
+            else:
+                end = self.ended.get(job_id, {}).get(epoch)
+                over = end[1] if end is not None and end[0] in _OVER else now_ms
+            if over < cutoff:
+                gone.append(job_id)
+        for job_id in gone:
+            for table in self._tables():
+                table.pop(job_id, None)
+        return len(gone)
+
+
+def _read_topics(
+    kafka: KafkaConfig,
+    codec: Codec,
+    after: Mapping[str, Mapping[int, Position]],
+    timeout_s: float,
+) -> Iterator[tuple[dict[str, Any] | None, Message]]:
+    """Every record of the topics `after` names, past the record it names per partition (from
+    the beginning for a partition it does not name), to end-of-partition, with its message;
+    the record is None when it is not its topic's event (its consumer dead-letters it;
+    nothing to learn here). One consumer reads them all, in no order between partitions.
+
+    Raises LogReset when a partition does not hold the record `after` names.
+    """
     c = consumer(
         kafka, group_id=f"gpuflow-ledger-{time.monotonic_ns()}", **{"enable.partition.eof": True}
     )
-    started = time.monotonic()
     try:
-        meta = c.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is None or meta.error is not None:
+        parts, pending, checked = _positions(c, after)
+        if not parts:
             return
-        parts = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
-        # Only end-of-partition is trusted: the embedded broker's high watermark undercounts.
-        marks = {p.partition: c.get_watermark_offsets(p, timeout=10) for p in parts}
-        pending = {p for p, (low, high) in marks.items() if high > low}
         c.assign(parts)
+        moved = time.monotonic()  # a long log takes as long as it takes; a stalled read fails
         while pending:
-            if time.monotonic() - started > timeout_s:
-                raise TimeoutError(f"{topic} not read within {timeout_s}s")
-            for msg in c.consume(10_000, timeout=0.5):
-                error, partition = msg.error(), int(msg.partition() or 0)
+            if time.monotonic() - moved > timeout_s:
+                raise TimeoutError(f"{sorted(pending)}: nothing read for {timeout_s}s")
+            messages = c.consume(10_000, timeout=0.05)
+            if messages:
+                moved = time.monotonic()
+            for msg in messages:
+                error, where = msg.error(), (str(msg.topic()), int(msg.partition() or 0))
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(partition)
+                        if where not in checked:
+                            saved = after[where[0]][where[1]][0]
+                            raise LogReset(f"{where[0]}/{where[1]} ends before {saved}")
+                        pending.discard(where)
                     continue
-                try:
-                    name, record = codec.decode(msg.value(), topic=topic)
-                except DecodeError:
-                    continue  # its consumer dead-letters it; nothing to learn here
-                if name == _EVENT_OF.get(topic, name):  # another event type: dead-lettered too
-                    yield record, msg.timestamp()[1]
+                if where not in checked:
+                    if _verified(msg, after[where[0]][where[1]]):
+                        checked.add(where)
+                    continue  # read already, or before what was
+                yield _record(codec, where[0], msg), msg
     finally:
         c.close()
 
 
-def read_final_decisions(
-    kafka: KafkaConfig, codec: Codec, *, topic: str = DECISIONS_PLACEMENT, timeout_s: float = 60.0
-) -> dict[str, dict[str, Any]]:
-    """job_id -> its final PlacementDecision of the highest epoch, read from the whole topic."""
-    started = time.monotonic()
-    found: dict[str, dict[str, Any]] = {}
-    for r, _ in _read_topic(kafka, codec, topic, timeout_s):
-        # a submission refused at admission (streams.admission) leaves its job id undecided
-        if r.get("outcome") not in _FINAL or not r.get("admitted", True):
+Where = tuple[str, int]  # (topic, partition)
+
+
+def _positions(
+    c: Any, after: Mapping[str, Mapping[int, Position]]
+) -> tuple[list[TopicPartition], set[Where], set[Where]]:
+    """Where to start reading each partition, those to read to their end, and those whose
+    saved record needs no check (read from the beginning)."""
+    parts, pending, checked = [], set(), set()
+    for topic, saved in after.items():
+        meta = c.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            if saved:
+                raise LogReset(f"{topic} is gone")
             continue
-        seen = found.get(r["job_id"])
-        if seen is None or int(r.get("epoch") or 0) >= int(seen.get("epoch") or 0):
-            found[r["job_id"]] = r
-    log.info("ledger read final=%d in_s=%.2f", len(found), time.monotonic() - started)
-    return found
+        for p in meta.partitions:
+            # Only end-of-partition is trusted: the embedded broker's high watermark
+            # undercounts (the last batch's base offset + 1), so a saved record at or past it
+            # may still be there, in the last batch: read from that batch's start
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if p in saved:
+                if high <= low:
+                    raise LogReset(f"{topic}/{p} is empty, was read to {saved[p][0]}")
+                parts.append(TopicPartition(topic, p, min(saved[p][0], high - 1)))
+                pending.add((topic, p))
+                continue
+            parts.append(TopicPartition(topic, p, OFFSET_BEGINNING))
+            checked.add((topic, p))
+            if high > low:
+                pending.add((topic, p))
+    return parts, pending, checked
 
 
-def read_ended_jobs(
-    kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
-) -> dict[str, dict[int, tuple[str, int]]]:
-    """job_id -> {epoch: (FINISHED | FAILED | EVICTED, when the last such report was written,
-    ms)}: placements the executor reported over, whose GPUs are free again if that report was
-    written after the placement (and, when EVICTED, whose job waits for its next epoch).
+def _verified(msg: Message, position: Position) -> bool:
+    """Whether `msg`, read on the way to the saved position, is the record saved there (True),
+    one before it (False); LogReset when the log holds another record at that offset."""
+    offset, ts, key = position
+    here = int(msg.offset() or 0)
+    if here < offset:
+        return False
+    if here > offset or msg.timestamp()[1] != ts or msg.key() != key:
+        raise LogReset(f"{msg.topic()}/{msg.partition()} offset {offset} holds another record")
+    return True
 
-    The log, not the reservations table, is the authority: a table write lost in a crash
-    must neither leak GPUs (a release lost) nor resurrect a finished job.
-    """
-    ended: dict[str, dict[int, tuple[str, int]]] = {}
-    for r, written in _read_topic(kafka, codec, topic, timeout_s):
-        if r.get("type") in _ENDED:
-            ends = ended.setdefault(r["job_id"], {})
-            epoch = int(r.get("epoch") or 0)
-            if written >= ends.get(epoch, ("", -1))[1]:
-                ends[epoch] = (r["type"], written)
-    return ended
+
+def _record(codec: Codec, topic: str, msg: Message) -> dict[str, Any] | None:
+    try:
+        name, record = codec.decode(msg.value(), topic=topic)
+    except DecodeError:
+        return None
+    return record if name == _EVENT_OF.get(topic, name) else None
 
 
 def overbooked(
@@ -181,50 +334,3 @@ def overbooked(
                 bad.append(f"{gpu[0]}[{gpu[1]}] holds {held} milli")
                 break
     return bad
-
-
-def read_routed_attempts(
-    kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_ROUTED, timeout_s: float = 60.0
-) -> dict[str, int]:
-    """job_id -> the highest attempt of its RoutedJob records: how far each job has travelled.
-
-    With several workers, the routed log is what tells a worker taking over a partition that
-    a replayed job was already routed, or already forwarded past a region.
-    """
-    out: dict[str, int] = {}
-    for r, _ in _read_topic(kafka, codec, topic, timeout_s):
-        job_id, attempt = r["job"]["job_id"], int(r["attempt"])
-        if attempt > out.get(job_id, 0):
-            out[job_id] = attempt
-    return out
-
-
-def read_job_log(
-    kafka: KafkaConfig, codec: Codec, *, topic: str = JOBS_EVENTS, timeout_s: float = 60.0
-) -> tuple[dict[str, dict[int, tuple[str, int]]], dict[str, list[dict[str, Any]]]]:
-    """One pass over the job-event log: the placements that ended (as `read_ended_jobs`), and
-    each job's MIGRATED reports in log order."""
-    ended: dict[str, dict[int, tuple[str, int]]] = {}
-    migrated: dict[str, list[dict[str, Any]]] = {}
-    for r, written in _read_topic(kafka, codec, topic, timeout_s):
-        if r.get("type") in _ENDED:
-            ends = ended.setdefault(r["job_id"], {})
-            epoch = int(r.get("epoch") or 0)
-            if written >= ends.get(epoch, ("", -1))[1]:
-                ends[epoch] = (r["type"], written)
-        elif r.get("type") == "MIGRATED":
-            migrated.setdefault(r["job_id"], []).append(r)
-    return ended, migrated
-
-
-def read_migrations(
-    kafka: KafkaConfig, codec: Codec, *, topic: str = DECISIONS_MIGRATION, timeout_s: float = 60.0
-) -> dict[str, list[dict[str, Any]]]:
-    """job_id -> its MigrationDecisions in log order (duplicates from redelivery dropped)."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    seen: set[str] = set()
-    for r, _ in _read_topic(kafka, codec, topic, timeout_s):
-        if r["event_id"] not in seen:
-            seen.add(r["event_id"])
-            out.setdefault(r["job_id"], []).append(r)
-    return out

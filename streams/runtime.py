@@ -15,18 +15,14 @@ from infra.kafka import committed_offsets, end_offsets
 from infra.policy import PolicyFile
 from infra.signing import verifier
 from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_ROUTED, NODE_INVENTORY
-from schemas import Codec, CodecError
+from schemas import Codec, CodecError, DecodeError
 from scorer.errors import GpuflowError
 from streams.activity import Activity
 from streams.admission import VERIFIED_TENANT, Admission
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
-from streams.ledger import (
-    read_final_decisions,
-    read_job_log,
-    read_migrations,
-    read_routed_attempts,
-)
+from streams.ledger import Ledger
+from streams.ledger_snapshot import load_ledger, save_ledger
 from streams.metrics import Metrics
 from streams.metrics_page import note_sent
 from streams.outbox import Outgoing
@@ -79,6 +75,13 @@ class Runtime:
             max_regions=config.worker.max_regions,
         )
         self.policy = PolicyFile(None)  # the app sets the configured one
+        # the folded decision logs, saved between runs (none: read whole at each rebuild)
+        self.ledger_path = (
+            config.data_dir / "ledger" / f"{config.worker.app_id}.pickle"
+            if config.worker.ledger_snapshot_s > 0
+            else None
+        )
+        self._ledger_lock = asyncio.Lock()  # one catch-up at a time: rebuild or snapshot
 
     def reload_policy(self) -> None:
         """A changed, valid policy file takes effect; a bad one is logged and ignored."""
@@ -119,27 +122,71 @@ class Runtime:
     async def _prepare(self) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        logged = await loop.run_in_executor(
-            None, read_final_decisions, self.config.kafka, self.codec
-        )
-        ended, migrated = await loop.run_in_executor(
-            None, read_job_log, self.config.kafka, self.codec
-        )
-        moves = await loop.run_in_executor(None, read_migrations, self.config.kafka, self.codec)
-        routed = await loop.run_in_executor(
-            None, read_routed_attempts, self.config.kafka, self.codec
-        )
-        owned = self.ownership.partitions() if self.ownership is not None else None
-        self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends, owned)
-        self.scheduler.rebuild(logged, ended, self._owns(owned), moves=moves, migrated=migrated)
-        self.fleet.protection.restore()
-        self.scheduler.note_routed(routed)
+        async with self._ledger_lock:
+            ledger, logged = await loop.run_in_executor(None, self._read_ledger)
+            owned = self.ownership.partitions() if self.ownership is not None else None
+            self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends, owned)
+            s = self.scheduler
+            s.rebuild(
+                logged,
+                ledger.ended,
+                self._owns(owned),
+                moves=ledger.moves,
+                migrated=ledger.migrated,
+            )
+            self.fleet.protection.restore()
+            s.note_routed(ledger.routed)
+            # pruned only now: a job whose end the tables missed was released by the rebuild
+            await loop.run_in_executor(None, self._keep_ledger, ledger, self._live_jobs())
         METRICS.rebalances.inc()
         self.fleet.stale &= set(self.scheduler.nodes)
         if self.remote is not None:  # the router must know every region before it decides
             await loop.run_in_executor(None, self.remote.wait_caught_up, 15.0)
         self._ready.set()
         log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
+
+    def _read_ledger(self) -> tuple[Ledger, dict[str, dict[str, Any]]]:
+        """The caught-up ledger and its decisions, decoded (a saved one this codec cannot
+        read, e.g. after the framing changed, is dropped and the logs read from the start)."""
+        ledger = self._caught_up_ledger()
+        try:
+            return ledger, ledger.decisions(self.codec)
+        except DecodeError as exc:
+            log.warning("saved ledger not readable with this codec (%s): reading the logs", exc)
+            ledger = Ledger()
+            ledger.catch_up(self.config.kafka, self.codec)
+            return ledger, ledger.decisions(self.codec)
+
+    def _caught_up_ledger(self) -> Ledger:
+        ledger = load_ledger(self.ledger_path) if self.ledger_path is not None else Ledger()
+        ledger.catch_up(self.config.kafka, self.codec)
+        return ledger
+
+    def _keep_ledger(self, ledger: Ledger, live: set[str]) -> None:
+        """Prune `ledger` to live jobs plus the horizon and save it (when saving is on)."""
+        if self.ledger_path is None:
+            return
+        horizon_ms = int(self.config.worker.horizon_s * 1000)
+        pruned = ledger.prune(int(time.time() * 1000), horizon_ms, live)
+        size = save_ledger(ledger, self.ledger_path)
+        log.info("ledger saved jobs=%d pruned=%d bytes=%d", len(ledger.final), pruned, size)
+
+    def _live_jobs(self) -> set[str]:
+        """Jobs this worker's tables still hold: placed and not released, or waiting."""
+        s = self.scheduler
+        held = {j for j, e in s.reservations.items() if not e.get("released")}
+        return held | set(s.queue.keys())
+
+    async def snapshot_ledger(self) -> None:
+        """Fold the logs' new records into the saved ledger and save it again (the timer's
+        job: the next start-up then reads at most this interval of the logs)."""
+        if self.ledger_path is None or not self._ready.is_set() or self.holding_state:
+            return
+        loop = asyncio.get_running_loop()
+        async with self._ledger_lock:
+            live = self._live_jobs()
+            ledger = await loop.run_in_executor(None, self._caught_up_ledger)
+            await loop.run_in_executor(None, self._keep_ledger, ledger, live)
 
     def _owns(self, owned: frozenset[int] | None) -> Callable[[str], bool]:
         """Regions on the partitions this worker owns (all of them without an assignment)."""

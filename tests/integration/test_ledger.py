@@ -1,0 +1,202 @@
+"""The worker's ledger on the real broker: an incremental catch-up folds exactly what a whole
+read folds, a saved ledger makes a restarted worker read only the logs' tails, and a ledger
+whose saved positions no longer match the log starts again from the beginning."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import (
+    CODEC,
+    TopicReader,
+    check_once_and_not_overbooked,
+    final_decisions,
+    run_stack,
+    submit_jobs,
+    wait_for,
+)
+
+from agents.jobgen import generate_jobs
+from infra.config import Config
+from infra.kafka import producer
+from infra.store import samples as S
+from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, topic_for_event
+from streams.ledger import Ledger
+from streams.ledger_snapshot import load_ledger, save_ledger
+
+pytestmark = pytest.mark.integration
+
+HORIZON_MS = 600_000
+
+
+def _send(config: Config, events: list[tuple[str, dict[str, Any]]]) -> None:
+    p = producer(config.kafka)
+    for name, rec in events:
+        key = str(rec.get("job_id") or rec["job"]["job_id"]).encode()
+        p.produce(topic_for_event(name), CODEC.encode(name, rec), key=key)
+    p.flush(10)
+
+
+def _history(prefix: str, n: int) -> list[tuple[str, dict[str, Any]]]:
+    """n jobs through the four logs: routed, decided (every fifth refused), every other placed
+    one finished, every third evicted and placed again at epoch 1, every fourth moved (its
+    MigrationDecision delivered twice) and confirmed MIGRATED."""
+    now = int(time.time() * 1000)
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i in range(n):
+        job_id, ts = f"{prefix}{i}", now + i
+        out.append(("RoutedJob", S.routed_job(S.job_submitted(job_id, "t", ts), "eu", ts)))
+        if i % 5 == 0:
+            refused = S.placement(job_id, ts, submitted_ts=ts, outcome="REJECTED", region=None)
+            out.append(("PlacementDecision", refused))
+            continue
+        out.append(("PlacementDecision", S.placement(job_id, ts, submitted_ts=ts)))
+        if i % 3 == 0:
+            out.append(("JobEvent", S.job_event(job_id, "eu", "EVICTED", ts + 1)))
+            again = S.placement(job_id, ts + 2, submitted_ts=ts) | {"epoch": 1}
+            out.append(("PlacementDecision", again))
+        if i % 4 == 0:
+            move = S.migration(job_id, "eu", "eu", ts + 3)
+            out += [("MigrationDecision", move), ("MigrationDecision", move)]
+            out.append(("JobEvent", S.job_event(job_id, "eu", "MIGRATED", ts + 4, nodes=("n2",))))
+        if i % 2 == 0:
+            out.append(("JobEvent", S.job_event(job_id, "eu", "FINISHED", ts + 5)))
+    return out
+
+
+def _folded(ledger: Ledger) -> dict[str, Any]:
+    return {k: v for k, v in vars(ledger).items() if k != "positions"}
+
+
+def test_catch_up_folds_only_the_tail_and_agrees_with_a_whole_read(
+    config: Config, tmp_path: Path
+) -> None:
+    first, second = _history("a", 40), _history("b", 25)
+    _send(config, first)
+    saved = Ledger()
+    assert saved.catch_up(config.kafka, CODEC) == len(first)
+    save_ledger(saved, tmp_path / "ledger.pickle")
+
+    _send(config, second)
+    ledger = load_ledger(tmp_path / "ledger.pickle")
+    assert _folded(ledger) == _folded(saved)
+    assert ledger.catch_up(config.kafka, CODEC) == len(second)  # the tail, nothing before it
+    assert ledger.catch_up(config.kafka, CODEC) == 0
+
+    whole = Ledger()
+    whole.catch_up(config.kafka, CODEC)
+    assert _folded(ledger) == _folded(whole)
+    # the fold itself: a5 refused, a3 placed again at epoch 1, a4's move once, a8 migrated
+    decisions = ledger.decisions(CODEC)
+    assert decisions["a5"]["outcome"] == "REJECTED"
+    assert decisions["a3"]["epoch"] == 1 and ledger.decided["a3"][:2] == (1, "PLACED")
+    assert ledger.ended["a3"][0][0] == "EVICTED"
+    assert len(ledger.moves["a4"]) == 1
+    assert [e["type"] for e in ledger.migrated["a8"]] == ["MIGRATED"]
+    assert ledger.routed["b24"] == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda o, ts, k: (o, ts + 1, k), id="another-record-at-the-offset"),
+        pytest.param(lambda o, ts, k: (o + 1000, ts, k), id="log-shorter-than-the-position"),
+    ],
+)
+def test_a_position_the_log_does_not_hold_starts_again_from_the_beginning(
+    config: Config, change: Any
+) -> None:
+    events = _history("c", 20)
+    _send(config, events)
+    ledger = Ledger()
+    ledger.catch_up(config.kafka, CODEC)
+    whole = _folded(ledger)
+    for positions in ledger.positions.values():  # as if the broker's log were replaced
+        for partition, (offset, ts, key) in positions.items():
+            positions[partition] = change(offset, ts, key)
+    ledger.final["ghost"], ledger.decided["ghost"] = b"old", (0, "PLACED", 0)  # the old log's
+    assert ledger.catch_up(config.kafka, CODEC) == len(events)
+    assert _folded(ledger) == whole
+
+
+def test_prune_keeps_live_jobs_and_the_horizon(config: Config) -> None:
+    _send(config, _history("d", 30))
+    ledger = Ledger()
+    ledger.catch_up(config.kafka, CODEC)
+    now = int(time.time() * 1000)
+    assert ledger.prune(now, HORIZON_MS) == 0  # everything within the horizon
+
+    later = now + HORIZON_MS + 60_000
+    pruned = ledger.prune(later, HORIZON_MS, live={"d2"})
+    # over: refused (d0, d5, ..., d25: 6) or finished at their last epoch (even, not refused,
+    # not d2: d4 d8 d14 d16 d22 d26 d28: 7; d6 d12 d18 d24 finished epoch 0, the events carry
+    # no epoch, but run again at epoch 1); d2 is live by the caller's word
+    assert pruned == 6 + 7
+    kept = {f"d{i}" for i in range(30) if (i % 2 or i % 3 == 0) and i % 5} | {"d2"}
+    assert set(ledger.final) == kept
+    assert set(ledger.routed) == set(ledger.final)
+    assert "d4" not in ledger.moves and "d4" not in ledger.ended
+    # still placed (odd jobs) or evicted without a later end: never pruned
+    assert ledger.ended["d3"] == {0: ("EVICTED", ledger.ended["d3"][0][1])}
+
+
+def _caught_up_reads(log: str) -> list[int]:
+    return [int(n) for n in re.findall(r"ledger caught up read=(\d+)", log)]
+
+
+def test_a_restarted_worker_reads_only_what_came_after_its_saved_ledger(config: Config) -> None:
+    with run_stack(config, ledger_snapshot_s=1.0) as running:
+        regions = [r.name for r in running.fleet.spec.regions]
+        jobs = generate_jobs(60, seed=4, regions=regions, mean_duration_s=1.0, prefix="snap")
+        early, late = jobs[:40], jobs[40:]
+        decisions = TopicReader(running.config, DECISIONS_PLACEMENT)
+        events = TopicReader(running.config, JOBS_EVENTS)
+        submit_jobs(running.config, early, rate_per_s=40)
+        path = running.config.data_dir / "ledger" / f"{running.config.worker.app_id}.pickle"
+        want = {j["job_id"] for j in early}
+        assert wait_for(lambda: want <= set(final_decisions(decisions.poll())), 60)
+        assert wait_for(lambda: want <= set(load_ledger(path).final), 30), "never saved"
+
+        running.worker.kill()
+        covered = sum(
+            o + 1 for parts in load_ledger(path).positions.values() for o, *_ in parts.values()
+        )
+        sender = threading.Thread(target=submit_jobs, args=(running.config, late, 40.0))
+        sender.start()
+        running.restart_worker()
+        sender.join(30)
+        everyone = {j["job_id"] for j in jobs}
+        assert wait_for(lambda: everyone <= set(final_decisions(decisions.poll())), 90)
+        check_once_and_not_overbooked(decisions, events)
+        logged = running.worker.log_tail(200_000)
+        reads = _caught_up_reads(logged)
+        assert reads, logged[-2000:]
+        # the restart's first catch-up read the tail only: what the four logs hold now, less
+        # what the saved ledger covered (at least the early jobs' decisions and routes)
+        whole = Ledger()
+        total = whole.catch_up(running.config.kafka, CODEC)
+        assert covered >= 2 * len(early)
+        assert reads[0] <= total - covered, (reads, total, covered)
+        decisions.close()
+        events.close()
+
+
+def test_without_snapshots_nothing_is_saved(config: Config) -> None:
+    off = dataclasses.replace(
+        config, worker=dataclasses.replace(config.worker, ledger_snapshot_s=0)
+    )
+    with run_stack(off) as running:
+        regions = [r.name for r in running.fleet.spec.regions]
+        jobs = generate_jobs(5, seed=8, regions=regions, mean_duration_s=1.0, prefix="nosnap")
+        decisions = TopicReader(running.config, DECISIONS_PLACEMENT)
+        submit_jobs(running.config, jobs, rate_per_s=20)
+        want = {j["job_id"] for j in jobs}
+        assert wait_for(lambda: want <= set(final_decisions(decisions.poll())), 60)
+        assert not (running.config.data_dir / "ledger").exists()
+        decisions.close()

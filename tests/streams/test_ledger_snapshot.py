@@ -1,0 +1,57 @@
+"""The saved ledger file: a round trip keeps every table, and a file that is truncated, of
+another format or damaged is not used (the worker then reads the logs from the start)."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+from streams.ledger import Ledger
+from streams.ledger_snapshot import load_ledger, save_ledger
+
+
+def _ledger(jobs: int) -> Ledger:
+    ledger = Ledger()
+    for i in range(jobs):
+        job = f"j{i}"
+        ledger.final[job] = f"decision {i}".encode()
+        ledger.decided[job] = (i % 2, "PLACED", 1_000 + i)
+        ledger.ended[job] = {0: ("EVICTED", 2_000 + i)}
+        ledger.routed[job] = 1
+    ledger.moves["j1"] = [{"event_id": "m1", "job_id": "j1"}]
+    ledger.migrated["j1"] = [{"type": "MIGRATED", "job_id": "j1"}]
+    ledger.positions = {"gpuflow.decisions.placement": {0: (41, 1_234, b"j1"), 3: (7, 99, None)}}
+    return ledger
+
+
+def test_round_trip_over_several_chunks(tmp_path: Path) -> None:
+    saved = _ledger(10_000)  # more entries per table than one chunk holds
+    path = tmp_path / "ledger" / "app.pickle"
+    assert save_ledger(saved, path) == path.stat().st_size
+    assert load_ledger(path) == saved
+    assert [p.name for p in path.parent.iterdir()] == ["app.pickle"]  # no temporary left
+
+
+def test_no_file_is_an_empty_ledger(tmp_path: Path) -> None:
+    assert load_ledger(tmp_path / "none.pickle") == Ledger()
+
+
+def test_a_truncated_file_is_not_used(tmp_path: Path) -> None:
+    path = tmp_path / "app.pickle"
+    save_ledger(_ledger(10_000), path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # cut between two chunks or inside one
+    assert load_ledger(path) == Ledger()
+
+
+def test_another_format_or_garbage_is_not_used(tmp_path: Path) -> None:
+    path = tmp_path / "app.pickle"
+    path.write_bytes(pickle.dumps({"format": 1, "ledger": {}}))
+    assert load_ledger(path) == Ledger()
+    path.write_bytes(b"\x00not a pickle")
+    assert load_ledger(path) == Ledger()
+    with open(path, "wb") as f:  # this format, but a table this version does not have
+        pickle.dump({"format": 2, "positions": {}}, f)
+        pickle.dump(("tables_of_the_future", [("j", 1)]), f)
+        pickle.dump(("end", []), f)
+    assert load_ledger(path) == Ledger()
