@@ -103,6 +103,13 @@ class StoreConfig:
     password: str = ""
     batch_rows: int = 5000
     flush_s: float = 1.0
+    # the history child lowers its CPU priority by this much once its store is open, so on a
+    # full machine decisions and telemetry go first and history lags (0: the worker's own)
+    nice: int = 10
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.nice <= 19:
+            raise ConfigError(f"store.nice: must be in 0..19, got {self.nice}")
 
     def __repr__(self) -> str:  # never print credentials
         return f"StoreConfig(dsn={_redact_dsn(self.dsn)!r}, user={self.user!r}, password='***')"

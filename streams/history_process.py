@@ -105,6 +105,22 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def _lower_priority(by: int) -> None:
+    """Nice every thread of this process by `by` (on Linux a nice value is per thread; threads
+    started later inherit it from the thread that starts them)."""
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:  # not Linux: the process's value
+        with contextlib.suppress(OSError):
+            os.nice(by)
+        return
+    for tid in tids:
+        with contextlib.suppress(OSError):  # a thread that has just exited
+            now = os.getpriority(os.PRIO_PROCESS, tid)
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, now + by))
+    log.info("history process niced by=%d threads=%d", by, len(tids))
+
+
 def _handler(sink: HistorySink) -> type[BaseHTTPRequestHandler]:
     metrics = SinkMetrics(sink)
 
@@ -164,9 +180,13 @@ def main() -> None:
         forecasts = ForecastProcessor(config, lambda: sink.store).start()
     server = ThreadingHTTPServer((LOOPBACK, int(os.environ[PORT_ENV])), _handler(sink))
     threading.Thread(target=server.serve_forever, name="sql-http", daemon=True).start()
+    niced = config.store.nice == 0
     while not stop.wait(1.0):
         if os.getppid() != parent or sink.error is not None:  # orphaned, or the sink died
             break
+        if not niced and sink.status()["state"] == "ok":  # opened at full speed, then yields
+            niced = True
+            _lower_priority(config.store.nice)
     server.shutdown()
     if forecasts is not None:
         forecasts.stop()

@@ -169,11 +169,18 @@ def _assert_no_secret_leaks(run: Running, decisions: TopicReader) -> None:
         answer = httpx.post(f"{base}/sql/", json=query, timeout=60)
         return answer if answer.status_code == 200 and answer.json()["rows"] else None
 
-    # the history child opens chDB in ~1 s alone, ~10 s on a loaded machine
-    assert wait_for(lambda: rows("dead_letters") is not None, 90), run.worker.log_tail()
-    for table in ("jobs_submitted", "placement_decisions", "dead_letters"):
+    # the history child opens chDB in ~1 s alone, ~10 s on a loaded machine, and stores each
+    # topic as it reads it: wait for every table
+    found: dict[str, httpx.Response] = {}
+
+    def stored(table: str) -> bool:
         answer = rows(table)
-        assert answer is not None, table
-        texts.append(answer.text)
+        if answer is not None:
+            found[table] = answer
+        return answer is not None
+
+    for table in ("jobs_submitted", "placement_decisions", "dead_letters"):
+        assert wait_for(lambda t=table: stored(t), 90), (table, run.worker.log_tail())
+        texts.append(found[table].text)
     for secret in (SECRET_V, SECRET_N):
         assert not [t for t in texts if secret in t]
