@@ -479,7 +479,7 @@ class Scheduler:
         spec = self.spec_of(routed)
         run = self.tenancy.record(
             spec, record["region"], result.gpu_model, now_ms=now,
-            expected_s=result.expected_duration_s, epoch=epoch,
+            expected_s=result.expected_duration_s, epoch=epoch, restore_s=self._restore_s(routed),
         )  # fmt: skip
         annotate(record, routed, run.class_name)
         self.reservations[job_id] = {
@@ -661,6 +661,12 @@ class Scheduler:
         if self.replanner is not None:
             out.extend(self.replanner.passes(region))
         return out
+
+    def _restore_s(self, routed: Mapping[str, Any]) -> float:
+        """A job that kept work from an earlier epoch resumes from its checkpoint: it reloads
+        it first (`ReplanConfig.restore_s`, what the executor charges), then computes."""
+        resumes = done_s(routed) > 0 or float(routed.get("progress") or 0.0) > 0
+        return self.replan.restore_s if resumes else 0.0
 
     def _speed_order(self, waiting: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """Within a tenant: priority bands, then the job that gains most from the free GPUs

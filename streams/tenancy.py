@@ -79,13 +79,16 @@ class Running:
     checkpoint_ms: int  # last checkpoint (the start of this epoch restores from one)
     checkpoint_interval_s: int
     epoch: int = 0
+    restore_s: float = 0.0  # a resumed epoch reloads its checkpoint this long before computing
 
     def last_checkpoint(self, now_ms: int) -> int:
-        """Latest checkpoint: reported, or periodic by the declared interval."""
-        last = self.checkpoint_ms
-        if self.checkpoint_interval_s > 0 and now_ms > self.started_ms:
+        """Latest checkpoint: reported, or periodic every declared interval of compute, which
+        begins once the restore is over (a resumed job's periodic checkpoints start late)."""
+        computing = self.started_ms + round(self.restore_s * 1000)
+        last = max(self.checkpoint_ms, min(now_ms, computing))  # nothing computed: nothing lost
+        if self.checkpoint_interval_s > 0 and now_ms > computing:
             period = self.checkpoint_interval_s * 1000
-            last = max(last, self.started_ms + (now_ms - self.started_ms) // period * period)
+            last = max(last, computing + (now_ms - computing) // period * period)
         return last
 
     def unsaved_s(self, now_ms: int) -> float:
@@ -178,8 +181,10 @@ class Tenancy:
         now_ms: int,
         expected_s: float | None,
         epoch: int,
+        restore_s: float = 0.0,
     ) -> Running:
-        """Book a placement that was just committed."""
+        """Book a placement that was just committed (`restore_s`: it resumes from a checkpoint
+        and reloads it first)."""
         prio = self.priority(job)
         if isinstance(prio, str):  # refused at the router; never placed
             raise ValueError(prio)
@@ -201,6 +206,7 @@ class Tenancy:
             checkpoint_ms=now_ms,
             checkpoint_interval_s=job.checkpoint_interval_s,
             epoch=epoch,
+            restore_s=restore_s,
         )
         self.running[job.job_id] = run
         self.claims.pop(job.job_id, None)

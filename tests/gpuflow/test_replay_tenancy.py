@@ -50,6 +50,33 @@ def test_preemption_round_trip_on_the_twin() -> None:
     assert all(r.end_s is not None for r in runs.values())
 
 
+def _serving(job_id: str, at: float) -> TraceJob:
+    return TraceJob(job_id, at, 2, 200.0, tenant="serving", priority_class="online-inference",
+                    kind="INFERENCE")  # fmt: skip
+
+
+def test_a_resumed_victim_s_unsaved_work_is_what_the_twin_loses() -> None:
+    batch = TraceJob("b", 0.0, 2, 3600.0, tenant="batch-team", checkpoint_interval_s=600)
+    jobs = (batch, _serving("inf1", 700.0), _serving("inf2", 1500.0))
+    node = TraceNode("n", "r", "V100-16", 2)  # room for one of them at a time
+    result = run_replay(
+        Trace((node,), jobs, ThroughputModel()), InProcessDecider("gpuflow"), tick_s=60
+    )
+    first, second = result.preemptions
+    # at 700 b has computed 100 s since its checkpoint at 600 (< 300: stopped at once) and
+    # loses 100 s x 2 GPUs = 200 GPU-s, as the decision expected
+    assert (first["for_job_id"], first["checkpoint_first"]) == ("inf1", False)
+    assert first["expected_lost_gpu_s"] == 200.0
+    # b resumes at 900 when inf1 ends and reloads until 960: its periodic checkpoint is due
+    # at 960 + 600 = 1560, so at 1500 it has 540 s unsaved (not 0, as counting from its
+    # start at 900 would say): 540 x 2 = 1080 GPU-s, stale, it checkpoints first
+    assert (second["for_job_id"], second["checkpoint_first"]) == ("inf2", True)
+    assert second["expected_lost_gpu_s"] == 1080.0
+    run = result.twin.runs["b"]
+    assert run.preemptions == 2 and run.lost_gpu_seconds == pytest.approx(200.0)
+    assert run.end_s is not None
+
+
 def test_jobs_csv_carries_priority_class_kind_and_checkpoints(tmp_path: Path) -> None:
     path = tmp_path / "jobs.csv"
     path.write_text(
