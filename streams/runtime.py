@@ -168,7 +168,11 @@ class Runtime:
             return
         horizon_ms = int(self.config.worker.horizon_s * 1000)
         pruned = ledger.prune(int(time.time() * 1000), horizon_ms, live)
-        size = save_ledger(ledger, self.ledger_path)
+        try:
+            size = save_ledger(ledger, self.ledger_path)
+        except OSError as exc:  # a full or read-only disk: the next start reads more, no more
+            log.warning("ledger not saved path=%s error=%s", self.ledger_path, exc)
+            return
         log.info("ledger saved jobs=%d pruned=%d bytes=%d", len(ledger.final), pruned, size)
 
     def _live_jobs(self) -> set[str]:
@@ -185,7 +189,11 @@ class Runtime:
         loop = asyncio.get_running_loop()
         async with self._ledger_lock:
             live = self._live_jobs()
-            ledger = await loop.run_in_executor(None, self._caught_up_ledger)
+            try:
+                ledger = await loop.run_in_executor(None, self._caught_up_ledger)
+            except Exception as exc:  # the broker away, a stalled read: try at the next tick
+                log.warning("ledger not caught up for its snapshot error=%s", exc)
+                return
             await loop.run_in_executor(None, self._keep_ledger, ledger, live)
 
     def _owns(self, owned: frozenset[int] | None) -> Callable[[str], bool]:

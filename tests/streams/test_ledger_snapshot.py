@@ -6,8 +6,16 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import pytest
+
+from infra.config import load_config
+from schemas import SingleObjectCodec
+from scorer.placer import Placer
+from scorer.state import ClusterState
 from streams.ledger import Ledger
 from streams.ledger_snapshot import load_ledger, save_ledger
+from streams.runtime import Runtime
+from streams.scheduling import Scheduler
 
 
 def _ledger(jobs: int) -> Ledger:
@@ -55,3 +63,17 @@ def test_another_format_or_garbage_is_not_used(tmp_path: Path) -> None:
         pickle.dump(("tables_of_the_future", [("j", 1)]), f)
         pickle.dump(("end", []), f)
     assert load_ledger(path) == Ledger()
+
+
+def test_a_ledger_that_cannot_be_saved_is_logged_not_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = ClusterState()
+    scheduler = Scheduler(state, Placer(state), reservations={}, queue={}, nodes={}, partitions=4)
+    blocked = tmp_path / "data"
+    blocked.write_text("a file where the data directory should be")
+    rt = Runtime(load_config(env={}, data_dir=str(blocked)), SingleObjectCodec(), scheduler)
+    assert rt.ledger_path is not None
+    rt._keep_ledger(_ledger(3), live=set())  # the worker still becomes ready
+    assert "ledger not saved" in caplog.text
+    assert blocked.read_text().startswith("a file")
