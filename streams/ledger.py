@@ -40,7 +40,8 @@ _ENDED = ("FINISHED", "FAILED", "EVICTED")
 _OVER = ("FINISHED", "FAILED")  # a placement that ended so; its job is done
 
 Position = tuple[int, int, bytes | None]  # the last record folded: offset, timestamp ms, key
-Decided = tuple[int, str, int]  # a final decision's epoch, outcome, when it was written (ms)
+# a job's last final decision: epoch, outcome, when it was written (ms), its bytes as written
+Decided = tuple[int, str, int, bytes]
 
 
 class LogReset(Exception):
@@ -51,10 +52,9 @@ class LogReset(Exception):
 class Ledger:
     """The four logs a worker rebuilds from, folded, and how far each partition was read."""
 
-    # job -> its last final PlacementDecision as written (decoded by `decisions`: saving and
-    # loading bytes is cheap, and a worker only needs the records when it rebuilds)
-    final: dict[str, bytes] = field(default_factory=dict)
-    decided: dict[str, Decided] = field(default_factory=dict)  # job -> what the fold needs
+    # job -> its last final PlacementDecision, kept as written (decoded by `decisions`: saving
+    # and loading bytes is cheap, and a worker only needs the records when it rebuilds)
+    final: dict[str, Decided] = field(default_factory=dict)
     ended: dict[str, dict[int, tuple[str, int]]] = field(default_factory=dict)  # epoch -> end
     migrated: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # MIGRATED reports
     moves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # MigrationDecisions
@@ -89,12 +89,12 @@ class Ledger:
 
     def _tables(self) -> tuple[dict[str, Any], ...]:
         """What the ledger keeps per job."""
-        return self.final, self.decided, self.ended, self.migrated, self.moves, self.routed
+        return self.final, self.ended, self.migrated, self.moves, self.routed
 
     def decisions(self, codec: Codec) -> dict[str, dict[str, Any]]:
         """job_id -> its final PlacementDecision of the highest epoch (what a rebuild reads)."""
         topic = DECISIONS_PLACEMENT
-        return {job: codec.decode(value, topic=topic)[1] for job, value in self.final.items()}
+        return {job: codec.decode(d[3], topic=topic)[1] for job, d in self.final.items()}
 
     def _read_all(self, kafka: KafkaConfig, codec: Codec, timeout_s: float) -> int:
         folds = {
@@ -121,10 +121,9 @@ class Ledger:
         if r.get("outcome") not in _FINAL or not r.get("admitted", True):
             return
         job_id, epoch = r["job_id"], int(r.get("epoch") or 0)
-        seen = self.decided.get(job_id)
+        seen = self.final.get(job_id)
         if seen is None or epoch >= seen[0]:
-            self.final[job_id] = msg.value() or b""
-            self.decided[job_id] = (epoch, str(r["outcome"]), msg.timestamp()[1])
+            self.final[job_id] = (epoch, str(r["outcome"]), msg.timestamp()[1], msg.value() or b"")
 
     def _job_event(self, r: dict[str, Any], msg: Message) -> None:
         written = msg.timestamp()[1]
@@ -151,7 +150,7 @@ class Ledger:
         written more than `horizon_ms` before `now_ms`, unless `live` names them (a worker's
         table still holds them); how many. What is left is live jobs plus the horizon."""
         cutoff, gone = now_ms - horizon_ms, []
-        for job_id, (epoch, outcome, written) in self.decided.items():
+        for job_id, (epoch, outcome, written, _) in self.final.items():
             if job_id in live:
                 continue
             if outcome == "REJECTED":

@@ -176,10 +176,8 @@ class Runtime:
         log.info("ledger saved jobs=%d pruned=%d bytes=%d", len(ledger.final), pruned, size)
 
     def _live_jobs(self) -> set[str]:
-        """Jobs this worker's tables still hold: placed and not released, or waiting."""
-        s = self.scheduler
-        held = {j for j, e in s.reservations.items() if not e.get("released")}
-        return held | set(s.queue.keys())
+        """Jobs this worker still holds GPUs for, or has waiting (what `on_tick` keeps too)."""
+        return set(self.scheduler.state.jobs) | set(self.scheduler.queue.keys())
 
     async def snapshot_ledger(self) -> None:
         """Fold the logs' new records into the saved ledger and save it again (the timer's

@@ -4,7 +4,6 @@ whose saved positions no longer match the log starts again from the beginning.""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import threading
 import time
@@ -95,7 +94,7 @@ def test_catch_up_folds_only_the_tail_and_agrees_with_a_whole_read(
     # the fold itself: a5 refused, a3 placed again at epoch 1, a4's move once, a8 migrated
     decisions = ledger.decisions(CODEC)
     assert decisions["a5"]["outcome"] == "REJECTED"
-    assert decisions["a3"]["epoch"] == 1 and ledger.decided["a3"][:2] == (1, "PLACED")
+    assert decisions["a3"]["epoch"] == 1 and ledger.final["a3"][:2] == (1, "PLACED")
     assert ledger.ended["a3"][0][0] == "EVICTED"
     assert len(ledger.moves["a4"]) == 1
     assert [e["type"] for e in ledger.migrated["a8"]] == ["MIGRATED"]
@@ -120,7 +119,7 @@ def test_a_position_the_log_does_not_hold_starts_again_from_the_beginning(
     for positions in ledger.positions.values():  # as if the broker's log were replaced
         for partition, (offset, ts, key) in positions.items():
             positions[partition] = change(offset, ts, key)
-    ledger.final["ghost"], ledger.decided["ghost"] = b"old", (0, "PLACED", 0)  # the old log's
+    ledger.final["ghost"] = (0, "PLACED", 0, b"old")  # only in the old log
     assert ledger.catch_up(config.kafka, CODEC) == len(events)
     assert _folded(ledger) == whole
 
@@ -188,10 +187,7 @@ def test_a_restarted_worker_reads_only_what_came_after_its_saved_ledger(config: 
 
 
 def test_without_snapshots_nothing_is_saved(config: Config) -> None:
-    off = dataclasses.replace(
-        config, worker=dataclasses.replace(config.worker, ledger_snapshot_s=0)
-    )
-    with run_stack(off) as running:
+    with run_stack(config, ledger_snapshot_s=0) as running:
         regions = [r.name for r in running.fleet.spec.regions]
         jobs = generate_jobs(5, seed=8, regions=regions, mean_duration_s=1.0, prefix="nosnap")
         decisions = TopicReader(running.config, DECISIONS_PLACEMENT)

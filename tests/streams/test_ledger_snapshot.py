@@ -22,8 +22,7 @@ def _ledger(jobs: int) -> Ledger:
     ledger = Ledger()
     for i in range(jobs):
         job = f"j{i}"
-        ledger.final[job] = f"decision {i}".encode()
-        ledger.decided[job] = (i % 2, "PLACED", 1_000 + i)
+        ledger.final[job] = (i % 2, "PLACED", 1_000 + i, f"decision {i}".encode())
         ledger.ended[job] = {0: ("EVICTED", 2_000 + i)}
         ledger.routed[job] = 1
     ledger.moves["j1"] = [{"event_id": "m1", "job_id": "j1"}]
@@ -59,7 +58,7 @@ def test_another_format_or_garbage_is_not_used(tmp_path: Path) -> None:
     path.write_bytes(b"\x00not a pickle")
     assert load_ledger(path) == Ledger()
     with open(path, "wb") as f:  # this format, but a table this version does not have
-        pickle.dump({"format": 2, "positions": {}}, f)
+        pickle.dump({"format": 3, "positions": {}}, f)
         pickle.dump(("tables_of_the_future", [("j", 1)]), f)
         pickle.dump(("end", []), f)
     assert load_ledger(path) == Ledger()
