@@ -9,6 +9,7 @@ consumer lag per assigned partition, readiness, liveness and ownership.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from streams.prometheus import CONTENT_TYPE_LATEST, METRICS, gauge, queue_depths
 if TYPE_CHECKING:
     from streams.runtime import Runtime
 
-__all__ = ["METRICS_PATH", "note_sent", "register_metrics_page", "state_metrics"]
+__all__ = ["METRICS_PATH", "ChildPage", "note_sent", "register_metrics_page", "state_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +112,6 @@ def _consumer_lag(app: Any) -> Metric:
 def register_metrics_page(app: Any, rt: Runtime, history_metrics_url: str | None) -> None:
     """GET /metrics: Prometheus text format (worker metrics + the history child's); GET
     /ready/: 200 once the worker has rebuilt its state (a readiness probe)."""
-    import httpx
-
     METRICS.add_collector(lambda: state_metrics(rt, app))
 
     @app.page("/ready/", name="readiness")
@@ -121,17 +120,59 @@ def register_metrics_page(app: Any, rt: Runtime, history_metrics_url: str | None
         ready = rt._ready.is_set()
         return web.json({"ready": ready}, status=200 if ready else 503)
 
+    child = None if history_metrics_url is None else ChildPage(history_metrics_url)
+
     @app.page(METRICS_PATH, name="prometheus_metrics")
     async def prometheus_metrics(web: Any, request: Any) -> Any:
         body = METRICS.exposition()
-        if history_metrics_url is not None:
-            try:
-                async with httpx.AsyncClient(timeout=2.0) as client:
-                    answer = await client.get(history_metrics_url)
-                if answer.status_code == 200:
-                    body += answer.content
-            except httpx.HTTPError as exc:  # the sink is restarting: say so, serve the rest
-                log.info("history metrics not reachable: %s", exc)
-                body += b"# HELP gpuflow_history_up 1 while the sink's loop runs.\n"
-                body += b"# TYPE gpuflow_history_up gauge\ngpuflow_history_up 0.0\n"
+        if child is not None:
+            body += await child.read()
         return web.bytes(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+_HISTORY_DOWN = (
+    b"# HELP gpuflow_history_up 1 while the sink's loop runs.\n"
+    b"# TYPE gpuflow_history_up gauge\ngpuflow_history_up 0.0\n"
+)
+
+
+class ChildPage:
+    """The history child's metrics page, re-served by the worker.
+
+    The child runs at a lower CPU priority (`store.nice`), so on a full machine it can be slow
+    to answer. A page that does not come within `timeout_s` is replaced by the last one that
+    did, if it is younger than `stale_s`: its counters are still true, only late, and series
+    that vanish for one scrape read as resets. A child that refuses the connection (restarting)
+    or has not answered for `stale_s` is reported down (`gpuflow_history_up 0`).
+    `gpuflow_history_page_age_seconds` says how old the re-served page is.
+    """
+
+    def __init__(self, url: str, timeout_s: float = 2.0, stale_s: float = 60.0) -> None:
+        self.url, self.timeout_s, self.stale_s = url, timeout_s, stale_s
+        self._last: tuple[float, bytes] | None = None
+
+    async def read(self) -> bytes:
+        import httpx
+
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+                answer = await client.get(self.url)
+            answer.raise_for_status()
+        except httpx.TimeoutException as exc:
+            log.info("history metrics late (%s): serving the last page", exc.__class__.__name__)
+        except httpx.HTTPError as exc:  # refused or an error page: the sink is restarting
+            log.info("history metrics not reachable: %s", exc)
+            self._last = None
+        else:
+            self._last = (time.monotonic(), answer.content)
+        if self._last is None:
+            return _HISTORY_DOWN
+        age = time.monotonic() - self._last[0]
+        if age > self.stale_s:
+            return _HISTORY_DOWN
+        return self._last[1] + (
+            b"# HELP gpuflow_history_page_age_seconds Age of the history child's metrics "
+            b"re-served here (> 0 when its last answer was late).\n"
+            b"# TYPE gpuflow_history_page_age_seconds gauge\n"
+            b"gpuflow_history_page_age_seconds %.3f\n" % age
+        )
