@@ -477,9 +477,10 @@ class Scheduler:
             reasons=[note] if note else None,
         )
         spec = self.spec_of(routed)
+        restore_s = self._restore_s(routed)
         run = self.tenancy.record(
             spec, record["region"], result.gpu_model, now_ms=now,
-            expected_s=result.expected_duration_s, epoch=epoch, restore_s=self._restore_s(routed),
+            expected_s=result.expected_duration_s, epoch=epoch, restore_s=restore_s,
         )  # fmt: skip
         annotate(record, routed, run.class_name)
         self.reservations[job_id] = {
@@ -495,7 +496,7 @@ class Scheduler:
             "started_ms": int(record["ts"]),
             "speed": float(record.get("expected_throughput") or 0.0),
             "done_s": done_s(routed),
-            "restore_s": 0.0,
+            "restore_s": restore_s,  # the re-planner counts progress from the end of it
         }
         self.queue.pop(job_id, None)
         self.queue_why.pop(job_id, None)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from streams.replanning import running_job
 from streams.tenancy import Running
 
 BATCH = {"tenant": "batch-team", "priority_class": "batch", "checkpoint_interval_s": 600,
@@ -73,6 +74,9 @@ def test_a_resumed_placement_books_its_restore_and_is_not_taken_for_a_cheap_vict
     w.advance(600)
     w.report("inf", "FINISHED")
     assert w.s.tenancy.running["b1"].restore_s == 60.0  # ReplanConfig's, the twin's too
+    # the re-planner's view agrees: progress counts from the end of the restore
+    booked = running_job("b1", w.s.reservations["b1"])
+    assert booked is not None and booked.restore_s == 60.0 and booked.done_s > 0
     w.submit("b2", gpu_count=4, **BATCH)  # a fresh start beside it
     w.advance(630)
     # b1 resumed 630 s ago: 570 s computed since its restore (> 300 s: stale, 2280 GPU-s);
