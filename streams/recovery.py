@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from streams.tenancy import Running
@@ -28,7 +28,7 @@ from streams.tenancy import Running
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
 
-__all__ = ["rebuild_tables"]
+__all__ = ["epoch_ends", "forget_unowned", "rebuild_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -187,3 +187,37 @@ def _from_decision(s: Scheduler, job_id: str, decision: Mapping[str, Any]) -> Ru
         checkpoint_interval_s=0,
         epoch=int(decision.get("epoch") or 0),
     )
+
+
+def forget_unowned(s: Scheduler, owns: Callable[[str], bool]) -> list[str]:
+    """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
+    from memory only (the owner recovers them from the changelog); the nodes dropped."""
+    for table in (s.nodes, s.reservations, s.queue):
+        gone = [k for k, v in table.items() if not owns(str(v.get("region") or ""))]
+        forget = getattr(table, "forget_local", None)  # a RegionTable: no tombstones
+        if forget is not None:
+            forget(gone)
+        else:
+            for key in gone:
+                table.pop(key, None)
+    dropped = [n.node_id for n in s.state.nodes if not owns(n.region)]
+    for node_id in dropped:
+        s.state.remove_node(node_id)
+        s.last_seen.pop(node_id, None)
+    if dropped:
+        log.info("forgot regions no longer owned nodes=%d", len(dropped))
+    s._views = (0.0, {})
+    return dropped
+
+
+def epoch_ends(
+    ended: Mapping[str, Mapping[int, Any]] | Mapping[str, int] | Collection[str],
+) -> dict[str, dict[int, Any]]:
+    """`ended` in the ledger's shape, job_id -> {epoch: (kind, written ms) or kind}: a plain
+    collection means epoch 0 finished; job_id -> written ms, that epoch 0 ended then."""
+    if not isinstance(ended, Mapping):
+        return {job_id: {0: "FINISHED"} for job_id in ended}
+    return {
+        job_id: dict(ends) if isinstance(ends, Mapping) else {0: ("FINISHED", int(ends))}
+        for job_id, ends in ended.items()
+    }

@@ -2,7 +2,10 @@
 
 Policy lives in `scorer/` (what to decide); this module is the mechanism (reserve, record,
 emit, retry). Every method takes a decoded record and returns the messages to send, so the
-Faust agents stay thin and unit tests run this against plain dicts.
+Faust agents stay thin and unit tests run this against plain dicts. The class holds the
+state and the order of steps; the steps live beside it: `streams.routing` (which region),
+`streams.proposals` (the placer under quota), `streams.outcomes` (commit, forward, queue,
+hold, reject), `streams.recovery` (rebuild after a restart or rebalance).
 
 Durable state is four changelog-backed tables, written only from region-partitioned events
 so each entry lands in its region's changelog partition:
@@ -34,8 +37,7 @@ from collections.abc import Callable, Collection, Mapping, MutableMapping, Seque
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from infra.jobspec import job_problems
-from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, REPLAN_TICKS, RegionPartitioner
+from infra.topics import REPLAN_TICKS, RegionPartitioner
 from scorer import (
     ClusterState,
     JobSpec,
@@ -43,25 +45,26 @@ from scorer import (
     Placer,
     RegionView,
     ReservationError,
-    rank_regions,
 )
-from scorer.network import job_flows
 from scorer.replan import ReplanConfig, Waiting
 from scorer.tenancy import TenancyPolicy
-from streams.bandwidth import flow_records, flows_from_records
+from streams.bandwidth import flows_from_records
 from streams.clock import Clock, as_clock
-from streams.convert import decision_record, job_spec, node_spec, parse_assignments
+from streams.convert import job_spec, node_spec, parse_assignments
 from streams.fairness import WithinOrder
 from streams.horizon import DecidedJobs, ReleasedLog
 from streams.lifecycle import force_evict, on_job_event
 from streams.outbox import Outgoing, new_event_id, outgoing
+from streams.outcomes import commit, forecast_gate, refused
 from streams.preemption import Preemptions
+from streams.proposals import propose, restrict
 from streams.queueing import respect_reservation, retry_region
-from streams.recovery import rebuild_tables
+from streams.recovery import epoch_ends, forget_unowned, rebuild_tables
 from streams.replanning import Replanner
-from streams.speed_order import ORDERS, done_s, order_waiting
-from streams.tenancy import CAPACITY, QUOTA, Tenancy
-from streams.waiting import CAPACITY_TEXT, annotate, enqueue, final_id, queued_decision
+from streams.routing import reject_invalid, route
+from streams.speed_order import ORDERS, order_waiting
+from streams.tenancy import Tenancy
+from streams.waiting import enqueue, queued_decision
 
 if TYPE_CHECKING:
     from streams.deferral import ForecastUse
@@ -69,13 +72,6 @@ if TYPE_CHECKING:
 __all__ = ["Scheduler"]
 
 log = logging.getLogger(__name__)
-
-
-def _merge_counts(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
-    out = dict(a)
-    for key, value in b.items():
-        out[key] = out.get(key, 0) + int(value)
-    return out
 
 
 class Scheduler:
@@ -159,8 +155,8 @@ class Scheduler:
         `owns(region)` says which regions this worker holds now: the rest leave memory, and
         only owned regions' placements are restored. See `streams.recovery` for the rules.
         """
-        self.forget_unowned(owns)
-        rebuild_tables(self, logged, _epoch_ends(ended), owns)
+        forget_unowned(self, owns)
+        rebuild_tables(self, logged, epoch_ends(ended), owns)
         self.preemption.restore()
         if self.replanner is not None:
             self.replanner.rebuild(moves or {}, migrated or {}, set(ended))  # keys: the ended
@@ -186,26 +182,6 @@ class Scheduler:
         would decide a RoutedJob its predecessor had already forwarded to another region.
         """
         self.routed_attempts = {j: a for j, a in attempts.items() if j not in self.final}
-
-    def forget_unowned(self, owns: Callable[[str], bool]) -> list[str]:
-        """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
-        from memory only (the owner recovers them from the changelog); the nodes dropped."""
-        for table in (self.nodes, self.reservations, self.queue):
-            gone = [k for k, v in table.items() if not owns(str(v.get("region") or ""))]
-            forget = getattr(table, "forget_local", None)  # a RegionTable: no tombstones
-            if forget is not None:
-                forget(gone)
-            else:
-                for key in gone:
-                    table.pop(key, None)
-        dropped = [n.node_id for n in self.state.nodes if not owns(n.region)]
-        for node_id in dropped:
-            self.state.remove_node(node_id)
-            self.last_seen.pop(node_id, None)
-        if dropped:
-            log.info("forgot regions no longer owned nodes=%d", len(dropped))
-        self._views = (0.0, {})
-        return dropped
 
     def reserve_quietly(self, job_id: str, assignments: Any) -> None:
         try:
@@ -237,71 +213,13 @@ class Scheduler:
         return views
 
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
-        """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
-        job_id = job["job_id"]
-        self.clock.observe(int(job["ts"]))
-        if job_id in self.final or job_id in self.routed_attempts:  # decided, or on its way
-            return []
-        submitted_ts = int(job["ts"])
-        problems = job_problems(job)
-        if problems:
-            return self._refuse_unrouted(
-                job, started_ns, [f"invalid job spec: {p}" for p in problems]
-            )
-        spec = job_spec(job)
-        problem = self.tenancy.problem(spec)
-        if problem:
-            return self._refuse_unrouted(job, started_ns, [f"invalid job spec: {problem}"])
-        low = self.forecasts is not None and self.forecasts.low_priority(spec)
-        ranked = rank_regions(
-            spec, self.region_views(), porting_penalties=self.porting_penalties, keep_headroom=low
-        )
-        if not ranked:  # no summary yet of the regions it may use (another worker's, not yet
-            # published): the region's owner decides, and refuses a region it has no nodes in
-            ranked = [(r, 0.0) for r in spec.allowed_regions]
-        if not ranked:
-            allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
-            reason = f"no known region satisfies allowed_regions={allowed}"
-            return self._refuse_unrouted(job, started_ns, [reason])
-        regions = [r for r, _ in ranked]
-        routed = {
-            "event_id": new_event_id(),
-            "ts": self.clock(),
-            "job": dict(job),
-            "submitted_ts": submitted_ts,
-            "region": regions[0],
-            "candidates": regions[1:],
-            "attempt": 1,
-            "region_score": float(ranked[0][1]),
-            "refusals": {},
-            "queue_region": None,
-            "worker_us": _us_since(started_ns),
-            "verified_tenant": job.get("verified_tenant"),  # set by streams.admission
-        }
-        return [self._routed(routed)]
+        """Global choice: rank regions for a JobSubmitted record and hand it to the best
+        (`streams.routing`)."""
+        return route(self, job, started_ns=started_ns)
 
     def reject_invalid(self, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
         """REJECTED for a submission that failed validation (once per job id)."""
-        job_id = str(job["job_id"])
-        if job_id in self.final or not job_id.strip() or len(job_id) > 256:
-            return []  # no usable job id to answer under: the dead letter says it all
-        reasons = [f"invalid job spec: {p}" for p in problems]
-        return self._refuse_unrouted(job, time.perf_counter_ns(), reasons)
-
-    def _refuse_unrouted(
-        self, job: Mapping[str, Any], started_ns: int, reasons: list[str]
-    ) -> list[Outgoing]:
-        """REJECTED before any region was asked."""
-        return [self._final(job, "REJECTED", None, int(job["ts"]), 1, started_ns, reasons=reasons)]
-
-    def _routed(self, routed: dict[str, Any]) -> Outgoing:
-        return outgoing(
-            JOBS_ROUTED,
-            routed["job"]["job_id"],
-            routed,
-            region=routed["region"],
-            partition_of=self.partition_of,
-        )
+        return reject_invalid(self, job, problems)
 
     # -- jobs as the scorer sees them ---------------------------------------------------------
 
@@ -322,14 +240,8 @@ class Scheduler:
         return spec
 
     def restrict(self, spec: JobSpec, models: Sequence[str]) -> JobSpec | None:
-        """The spec limited to `models` (and the job's own allow-list); None when no model is
-        left (an empty allow-list would mean "any")."""
-        canon = self.state.catalog.canonical
-        keep = tuple(
-            m for m in models if not spec.allowed_gpu_models
-            or canon(m) in {canon(a) for a in spec.allowed_gpu_models}
-        )  # fmt: skip
-        return dataclasses.replace(spec, allowed_gpu_models=keep) if keep else None
+        """The spec limited to `models` (and the job's own allow-list); None when none is left."""
+        return restrict(self.state, spec, models)
 
     @staticmethod
     def epoch_of(routed: Mapping[str, Any]) -> int:
@@ -338,30 +250,9 @@ class Scheduler:
     def propose(
         self, routed: Mapping[str, Any], region: str, *, explain: bool = False
     ) -> tuple[PlacementResult, str, str]:
-        """The placer's proposal under the tenant's quota: (result, wait code, wait reason).
-        `explain`: a refusal carries its reasons (only one that is sent needs them)."""
-        spec = self.spec_of(routed)
-        gate = self.tenancy.gate(spec, region)
-        if not gate.tiers:
-            return PlacementResult(placed=False, reasons=(gate.reason,)), gate.code, gate.reason
-        result: PlacementResult | None = None
-        for models in gate.tiers:
-            target = spec if models is None else self.restrict(spec, models)
-            if target is None:
-                continue
-            result = self.placer.place(target, region, explain=explain)
-            if result.placed:
-                return result, "", ""
-        if result is None:
-            why = "quota: none of the job's allowed GPU models has quota here"
-            return PlacementResult(placed=False, reasons=(why,)), QUOTA, why
-        if self.cross_region and spec.cross_region_ok and spec.gpu_count > 1:
-            wide = self.placer.place(spec, None, explain=explain)  # over the regions held here
-            if wide.placed:
-                return wide, "", ""
-            if result.never_fits and not wide.never_fits:
-                result = wide  # queue it: it fits once links or GPUs free
-        return result, CAPACITY, CAPACITY_TEXT
+        """The placer's proposal under the tenant's quota: (result, wait code, wait reason)
+        (`streams.proposals`)."""
+        return propose(self, routed, region, explain=explain)
 
     # -- placement ----------------------------------------------------------------------------
 
@@ -375,7 +266,7 @@ class Scheduler:
         if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
             return []  # a replay: this job was already forwarded past this region
         if self.forecasts:
-            gated = self._forecast_gate(routed, job_spec(job), started_ns)
+            gated = forecast_gate(self, routed, job_spec(job), started_ns)
             if gated is not None:
                 return gated
         result, code, reason = self.propose(routed, region, explain=self._explain(routed))
@@ -385,7 +276,7 @@ class Scheduler:
             placed = self.commit(routed, result, started_ns)
             if placed is not None:
                 return [placed]
-        return self._refused(routed, result, started_ns, code, reason)
+        return refused(self, routed, result, started_ns, code, reason)
 
     def place_waiting(self, routed: Mapping[str, Any], *, note: str = "") -> list[Outgoing]:
         """Place a queued job now if it fits (its wait reason is updated when not)."""
@@ -396,47 +287,17 @@ class Scheduler:
         self.tenancy.wait(routed["job"]["job_id"], code, reason)
         return []
 
-    def _forecast_gate(
-        self, routed: Mapping[str, Any], spec: JobSpec, started_ns: int
-    ) -> list[Outgoing] | None:
-        """Hold a deferrable job for its green window; keep low-priority work out of headroom."""
-        assert self.forecasts is not None
-        region = routed["region"]
-        held = None if routed.get("_retry") else self.forecasts.hold(spec, region)
-        if held is not None:
-            return [self._hold(routed, held.start_ms, held.reason, started_ns)]
-        free = sum(self.state.free_gpus(region).values())
-        refusal = self.forecasts.headroom_refusal(spec, region, free)
-        if refusal is None:
-            return None
-        refused = PlacementResult(False, refusals={"headroom": 1}, reasons=(refusal,))
-        return self._refused(routed, refused, started_ns, CAPACITY, refusal)
-
-    def _hold(
-        self, routed: Mapping[str, Any], until_ms: int, reason: str, started_ns: int
-    ) -> Outgoing:
-        """Queue a deferrable job in its region until `until_ms` (retry_queue releases it)."""
-        job, region = routed["job"], routed["region"]
-        self.queue[job["job_id"]] = {**routed, "queued_ts": self.clock(), "hold_until": until_ms}
-        record = decision_record(
-            job,
-            "QUEUED",
-            event_id=new_event_id(job["job_id"], "held"),
-            ts=self.clock(),
-            submitted_ts=int(routed["submitted_ts"]),
-            attempt=int(routed["attempt"]),
-            worker_us=int(routed.get("worker_us", 0)) + _us_since(started_ns),
-            region=region,
-            reasons=[reason],
-        )
-        log.info("job held job_id=%s region=%s until_ms=%d", job["job_id"], region, until_ms)
-        return outgoing(
-            DECISIONS_PLACEMENT,
-            job["job_id"],
-            record,
-            region=region,
-            partition_of=self.partition_of,
-        )
+    def commit(
+        self,
+        routed: Mapping[str, Any],
+        result: PlacementResult,
+        started_ns: int,
+        *,
+        note: str = "",
+    ) -> Outgoing | None:
+        """Reserve, book and announce a placement (`streams.outcomes`); None when the GPUs
+        were taken meanwhile."""
+        return commit(self, routed, result, started_ns, note=note)
 
     @staticmethod
     def _explain(routed: Mapping[str, Any]) -> bool:
@@ -449,123 +310,6 @@ class Scheduler:
             return False
         return not (routed.get("candidates") and routed.get("queue_region"))
 
-    def commit(
-        self,
-        routed: Mapping[str, Any],
-        result: PlacementResult,
-        started_ns: int,
-        *,
-        note: str = "",
-    ) -> Outgoing | None:
-        job = routed["job"]
-        job_id = job["job_id"]
-        try:
-            self.state.reserve(job_id, result.assignments)
-        except ReservationError as exc:  # the scorer proposed something no longer free
-            log.error("reservation refused job_id=%s: %s", job_id, exc)
-            return None
-        epoch, now = self.epoch_of(routed), self.clock()
-        record = decision_record(
-            job,
-            "PLACED",
-            event_id=final_id(job_id, "final", epoch),
-            ts=now,
-            submitted_ts=int(routed["submitted_ts"]),
-            attempt=int(routed["attempt"]),
-            worker_us=int(routed.get("worker_us", 0)) + _us_since(started_ns),
-            result=result,
-            reasons=[note] if note else None,
-        )
-        spec = self.spec_of(routed)
-        restore_s = self._restore_s(routed)
-        run = self.tenancy.record(
-            spec, record["region"], result.gpu_model, now_ms=now,
-            expected_s=result.expected_duration_s, epoch=epoch, restore_s=restore_s,
-        )  # fmt: skip
-        annotate(record, routed, run.class_name)
-        self.reservations[job_id] = {
-            "region": record["region"],
-            "assignments": record["assignments"],
-            "gpu_model": record["gpu_model"],
-            "released": False,
-            "epoch": epoch,
-            "routed": {k: v for k, v in routed.items() if not k.startswith("_")},
-            "tenancy": run.to_entry(),
-            "flows": self._placed_flows(spec, result),
-            "placed_ts": record["ts"],
-            "started_ms": int(record["ts"]),
-            "speed": float(record.get("expected_throughput") or 0.0),
-            "done_s": done_s(routed),
-            "restore_s": restore_s,  # the re-planner counts progress from the end of it
-        }
-        self.queue.pop(job_id, None)
-        self.queue_why.pop(job_id, None)
-        self.final.add(job_id)
-        self.epochs[job_id] = epoch
-        self.tenancy.done_waiting(job_id)
-        if self.replanner is not None:
-            self.replanner.started(job_id, record["region"])
-            self.replanner.drop_room(job_id)
-        return outgoing(
-            DECISIONS_PLACEMENT,
-            job_id,
-            record,
-            region=record["region"],
-            partition_of=self.partition_of,
-        )
-
-    def _refused(
-        self,
-        routed: Mapping[str, Any],
-        result: PlacementResult,
-        started_ns: int,
-        code: str,
-        reason: str,
-    ) -> list[Outgoing]:
-        job, region = routed["job"], routed["region"]
-        refusals = _merge_counts(routed.get("refusals") or {}, result.refusals)
-        queue_region = routed.get("queue_region") or (None if result.never_fits else region)
-        worker_us = int(routed.get("worker_us", 0)) + _us_since(started_ns)
-        candidates = list(routed.get("candidates") or ())
-        if routed.get("_retry"):
-            self.tenancy.wait(job["job_id"], code, reason)
-            return []  # still no room; stays queued
-        if candidates or (queue_region and queue_region != region):
-            nxt = candidates[0] if candidates else queue_region
-            forwarded = {
-                **routed,
-                "event_id": new_event_id(),
-                "ts": self.clock(),
-                "region": nxt,
-                "candidates": candidates[1:],
-                "attempt": int(routed["attempt"]) + 1,
-                "refusals": refusals,
-                "queue_region": queue_region,
-                "worker_us": worker_us,
-            }
-            return [self._routed(forwarded)]
-        if queue_region == region:
-            waiting = {**routed, "refusals": refusals, "worker_us": worker_us}
-            preempting = self.preemption.try_preempt(waiting, region)
-            if preempting:
-                return preempting
-            return [self.enqueue(waiting, code, reason)]
-        submitted_ts, attempt = int(routed["submitted_ts"]), int(routed["attempt"])
-        reasons = self._rejection_reasons(job, result)
-        return [
-            self._final(
-                job,
-                "REJECTED",
-                region,
-                submitted_ts,
-                attempt,
-                started_ns,
-                reasons=reasons,
-                refusals=refusals,
-                worker_us=worker_us,
-            )
-        ]
-
     def enqueue(self, routed: Mapping[str, Any], code: str, reason: str) -> Outgoing:
         """Put a job in its region's queue; the QUEUED decision saying why it waits."""
         return enqueue(self, routed, code, reason)
@@ -574,50 +318,6 @@ class Scheduler:
         self, entry: Mapping[str, Any], code: str, reason: str, *, tag: str = "queued"
     ) -> Outgoing:
         return queued_decision(self, entry, code, reason, tag=tag)
-
-    def _rejection_reasons(self, job: Mapping[str, Any], last: PlacementResult) -> list[str]:
-        """Why a job is rejected, over every region this worker holds: the last region tried
-        may lack the job's GPU model altogether ("H200 is not an allowed GPU model") while the
-        decisive reason is elsewhere ("needs 139 GiB per GPU, H100 has 79.6 GiB")."""
-        everywhere = self.placer.place(job_spec(job), None)
-        reasons = list(everywhere.reasons) if not everywhere.placed else []
-        return (
-            reasons
-            or list(last.reasons)
-            or ["no node in any allowed region can ever host this job"]
-        )
-
-    def _final(
-        self,
-        job: Mapping[str, Any],
-        outcome: str,
-        region: str | None,
-        submitted_ts: int,
-        attempt: int,
-        started_ns: int,
-        *,
-        reasons: list[str],
-        refusals: Mapping[str, int] | None = None,
-        worker_us: int | None = None,
-    ) -> Outgoing:
-        job_id = job["job_id"]
-        self.final.add(job_id)
-        record = decision_record(
-            job,
-            outcome,
-            event_id=final_id(job_id, "final", self.epochs.get(job_id, 0)),
-            ts=self.clock(),
-            submitted_ts=submitted_ts,
-            attempt=attempt,
-            worker_us=_us_since(started_ns) if worker_us is None else worker_us,
-            region=region,
-            reasons=reasons,
-            refusals=refusals,
-        )
-        record["epoch"] = self.epochs.get(job_id, 0)
-        return outgoing(
-            DECISIONS_PLACEMENT, job_id, record, region=region, partition_of=self.partition_of
-        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -662,12 +362,6 @@ class Scheduler:
         if self.replanner is not None:
             out.extend(self.replanner.passes(region))
         return out
-
-    def _restore_s(self, routed: Mapping[str, Any]) -> float:
-        """A job that kept work from an earlier epoch resumes from its checkpoint: it reloads
-        it first (`ReplanConfig.restore_s`, what the executor charges), then computes."""
-        resumes = done_s(routed) > 0 or float(routed.get("progress") or 0.0) > 0
-        return self.replan.restore_s if resumes else 0.0
 
     def _speed_order(self, waiting: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """Within a tenant: priority bands, then the job that gains most from the free GPUs
@@ -743,15 +437,6 @@ class Scheduler:
 
     # -- network ------------------------------------------------------------------------------
 
-    def _placed_flows(self, spec: JobSpec, result: PlacementResult) -> list[dict[str, Any]]:
-        """A placed job's cross-region flows, noted in the network view (for the placer's
-        link estimates and the bandwidth processor) and returned for the reservation table."""
-        if self.network is None:
-            return []
-        flows = job_flows(spec, self.state, result.assignments, self.network.settings)
-        self.network.note_placed(spec.job_id, flows)
-        return flow_records(flows)
-
     def _note_flows(self, job_id: str, records: Any) -> None:
         if self.network is not None and records:
             self.network.note_placed(job_id, flows_from_records(records))
@@ -768,20 +453,3 @@ class Scheduler:
 
 def _with_headroom(view: RegionView, headroom: int) -> RegionView:
     return view if view.headroom_gpus == headroom else replace(view, headroom_gpus=headroom)
-
-
-def _us_since(started_ns: int) -> int:
-    return (time.perf_counter_ns() - started_ns) // 1000
-
-
-def _epoch_ends(
-    ended: Mapping[str, Mapping[int, Any]] | Mapping[str, int] | Collection[str],
-) -> dict[str, dict[int, Any]]:
-    """`ended` in the ledger's shape, job_id -> {epoch: (kind, written ms) or kind}: a plain
-    collection means epoch 0 finished; job_id -> written ms, that epoch 0 ended then."""
-    if not isinstance(ended, Mapping):
-        return {job_id: {0: "FINISHED"} for job_id in ended}
-    return {
-        job_id: dict(ends) if isinstance(ends, Mapping) else {0: ("FINISHED", int(ends))}
-        for job_id, ends in ended.items()
-    }
