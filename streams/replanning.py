@@ -34,18 +34,24 @@ from scorer.replan import (
     better_match,
     cheaper_or_greener,
     free_node_for,
-    hold_key,
     movable,
     next_checkpoint_ms,
 )
 from streams.clock import Clock
-from streams.convert import assignment_records, job_spec, parse_assignments
-from streams.outbox import Outgoing, new_event_id, outgoing
+from streams.convert import job_spec, parse_assignments
+from streams.migrations import (
+    migration_record,
+    move_entry,
+    moved_entry,
+    reconcile,
+    running_job,
+)
+from streams.outbox import Outgoing, outgoing
 
 if TYPE_CHECKING:
     from streams.tenancy import Tenancy
 
-__all__ = ["SPREAD_GAIN", "Replanner", "running_job"]
+__all__ = ["SPREAD_GAIN", "Replanner", "SchedulerParts"]
 
 SPREAD_GAIN = 1.5  # a spread gang this much faster on one node is worth a node freed for it
 
@@ -60,32 +66,6 @@ class SchedulerParts(Protocol):
     clock: Clock
     partition_of: RegionPartitioner
     tenancy: Tenancy
-
-
-def job_of(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The JobSubmitted record a reservation entry keeps (with the RoutedJob it was placed
-    from, `routed.job`; entries of older versions kept it as `job`)."""
-    return entry.get("job") or (entry.get("routed") or {}).get("job")
-
-
-def running_job(job_id: str, entry: Mapping[str, Any]) -> RunningJob | None:
-    """The re-planner's view of a reservation entry (None: released or from before re-planning
-    recorded the job)."""
-    record = job_of(entry)
-    if entry.get("released") or not record or entry.get("started_ms") is None:
-        return None
-    return RunningJob(
-        job=job_spec(record),
-        region=entry["region"],
-        gpu_model=entry.get("gpu_model") or "",
-        assignments=parse_assignments(entry["assignments"]),
-        speed=float(entry.get("speed") or 0.0),
-        started_ms=int(entry["started_ms"]),
-        done_s=float(entry.get("done_s") or 0.0),
-        restore_s=float(entry.get("restore_s") or 0.0),
-        moves=int(entry.get("moves") or 0),
-        last_move_ms=entry.get("last_move_ms"),
-    )
 
 
 class Replanner:
@@ -381,35 +361,8 @@ class Replanner:
 
     def _commit(self, p: MoveProposal, now_ms: int) -> Outgoing:
         run, target = p.run, p.target
-        deadline = now_ms + int(self.config.hold_s * 1000)
-        record = {
-            "event_id": new_event_id(run.job_id, "move", str(run.moves + 1)),
-            "ts": now_ms,
-            "job_id": run.job_id,
-            "from_region": run.region,
-            "from_assignments": assignment_records(run.assignments),
-            "to_region": target.region or run.region,
-            "to_assignments": assignment_records(target.assignments),
-            "reason": p.reason,
-            "expected_gain": round(p.expected_gain, 3),
-            "from_gpu_model": run.gpu_model,
-            "to_gpu_model": target.gpu_model or "",
-            "from_throughput": round(run.speed, 6),
-            "expected_throughput": float(target.expected_throughput or 0.0),
-            "restore_s": p.cost.restore_s,
-            "lost_work_s": round(p.cost.lost_s, 3),
-            "checkpoint_first": False,
-            "hold_until_ts": deadline,
-            "for_job_id": p.for_job,
-            "reasons": list(p.explain),
-        }
-        self.moves[run.job_id] = {
-            "region": record["from_region"],  # the changelog partition of the entry
-            "decision": record,
-            "hold": hold_key(run.job_id),
-            "deadline_ms": deadline,
-            "status": "pending",
-        }
+        record = migration_record(p, now_ms, hold_s=self.config.hold_s)
+        self.moves[run.job_id] = move_entry(record)
         log.info(
             "migration job_id=%s reason=%s from=%s to=%s saved_s=%.0f",
             run.job_id, p.reason, run.gpu_model, target.gpu_model, p.cost.saved_s,
@@ -465,38 +418,12 @@ class Replanner:
         except ReservationError as exc:  # a late MIGRATED after the hold expired and was reused
             log.error("migration target taken job_id=%s: %s", job_id, exc)
         del self.moves[job_id]
-        self.parts.reservations[job_id] = self._moved_entry(entry, decision, event)
+        ts = int(event.get("ts") or self.parts.clock.now())
+        self.parts.reservations[job_id] = moved_entry(entry, decision, event, self.config, ts)
         self._live[job_id] = decision["to_region"]
         if decision.get("for_job_id"):
             self._hold_room(job_id)
         return sorted({decision["from_region"], decision["to_region"]})
-
-    def _moved_entry(
-        self, entry: Mapping[str, Any], decision: Mapping[str, Any], event: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        run = running_job(decision["job_id"], entry)
-        ts = int(event.get("ts") or self.parts.clock.now())
-        duration = (job_of(entry) or {}).get("expected_duration_s")
-        progress = float(event.get("progress") or 0.0)
-        if progress > 0 and duration:
-            done = progress * float(duration)  # the executor's own count wins
-        elif run is not None:
-            interval = self.config.interval_s(run.job)
-            done = run.work_done(ts) - run.lost_on_stop(ts, interval)
-        else:
-            done = float(entry.get("done_s") or 0.0)
-        return {
-            **entry,
-            "region": decision["to_region"],
-            "assignments": decision["to_assignments"],
-            "gpu_model": decision.get("to_gpu_model") or entry.get("gpu_model"),
-            "speed": float(decision.get("expected_throughput") or entry.get("speed") or 0.0),
-            "started_ms": ts,
-            "done_s": done,
-            "restore_s": self.config.restore_s,
-            "moves": int(entry.get("moves") or 0) + 1,
-            "last_move_ms": int(decision["ts"]),
-        }
 
     # -- recovery -----------------------------------------------------------------------------
 
@@ -512,7 +439,6 @@ class Replanner:
         missed it; a logged move with no MIGRATED whose hold has not run out is held again;
         holds of ended jobs are dropped.
         """
-        state, now = self.parts.state, self.parts.clock.now()
         self._live = {
             j: e["region"] for j, e in self.parts.reservations.items() if not e.get("released")
         }
@@ -522,48 +448,7 @@ class Replanner:
         self._green_quiet.clear()
         self._last_pass.clear()
         self._last_green.clear()
-        for job_id, logged in decisions.items():
-            if job_id in ended or job_id not in self.parts.reservations:
-                self.moves.pop(job_id, None)
-                continue
-            last = logged[-1]
-            done = _confirmed(last, migrated.get(job_id, ()))
-            entry = self.parts.reservations[job_id]
-            if done is not None and entry.get("assignments") != last["to_assignments"]:
-                state.release(job_id)
-                self.moves[job_id] = {
-                    "region": last["from_region"], "decision": last, "hold": hold_key(job_id),
-                    "deadline_ms": 0,
-                    "status": "pending",
-                }  # fmt: skip
-                state.reserve(hold_key(job_id), parse_assignments(last["to_assignments"]))
-                self.on_migrated(done)
-            elif done is None and job_id not in self.moves and last["hold_until_ts"] > now:
-                self.moves[job_id] = {
-                    "decision": last, "hold": hold_key(job_id),
-                    "deadline_ms": int(last["hold_until_ts"]), "status": "pending",
-                }  # fmt: skip
-        for job_id, move in list(self.moves.items()):
-            if job_id in ended:
-                del self.moves[job_id]
-            elif move.get("status") == "pending":
-                try:
-                    state.reserve(
-                        move["hold"], parse_assignments(move["decision"]["to_assignments"])
-                    )
-                except ReservationError as exc:
-                    log.warning("cannot restore migration hold job_id=%s: %s", job_id, exc)
-
-
-def _confirmed(
-    decision: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
-) -> Mapping[str, Any] | None:
-    """The MIGRATED event that confirms `decision` (lands on its target nodes, after it)."""
-    nodes = sorted(a["node_id"] for a in decision["to_assignments"])
-    for event in reversed(events):
-        if sorted(event.get("node_ids") or ()) == nodes and event["ts"] >= decision["ts"]:
-            return event
-    return None
+        reconcile(self, decisions, migrated, ended)
 
 
 def _within(last_ms: int | None, now_ms: int, gap_s: float) -> bool:
