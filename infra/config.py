@@ -135,6 +135,9 @@ class WorkerConfig:
     # start-up reads their tails (streams.ledger_snapshot); 0: read the whole logs at each start
     ledger_snapshot_s: float = 300.0
     local_placement: bool = True  # place jobs for regions this worker owns without a hop
+    # read NodeTelemetry with a batch consumer beside Faust's (streams.telemetry_reader): a poll
+    # decoded column by column and applied at once; false: a Faust agent, one event at a time
+    telemetry_lane: bool = True
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
     # tenancy: tenants, quotas, priority classes, preemption, backfill, protection (YAML,

@@ -11,16 +11,30 @@ the node's level is its busiest GPU's. Saturated = the mean of that level over t
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ADVISE", "EVACUATE", "UNCORDON", "NodeAction", "NodeHealth", "ProtectionPolicy"]
+__all__ = [
+    "ADVISE",
+    "EVACUATE",
+    "UNCORDON",
+    "NodeAction",
+    "NodeHealth",
+    "ProtectionPolicy",
+    "critical_xids",
+]
 
 ADVISE, EVACUATE, UNCORDON = "CHECKPOINT", "CORDON", "UNCORDON"
+_RESUM_EVERY = 1024
 HBM, ERRORS = "HBM_SATURATION", "GPU_ERRORS"
 # XIDs that mean the GPU needs attention (NVIDIA's catalogue; agents/nvml.py marks them sick)
 CRITICAL_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95})
+
+
+def critical_xids(codes: Iterable[Any]) -> int:
+    """How many of a GPU's reported XID codes are critical."""
+    return sum(1 for x in codes if int(x) in CRITICAL_XIDS)
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,8 @@ class _Node:
     bw: dict[int, float] = field(default_factory=dict)
     ecc: dict[int, int] = field(default_factory=dict)
     levels: deque[tuple[int, float]] = field(default_factory=deque)
+    level_sum: float = 0.0  # of `levels`, kept as they come and go
+    samples: int = 0
     saturated_since: int | None = None
     errors: deque[int] = field(default_factory=deque)
     advised: str | None = None  # reason of the advisory in force
@@ -74,11 +90,31 @@ class NodeHealth:
     def observe(
         self, node_id: str, ts_ms: int, gpus: Iterable[Mapping[str, Any]]
     ) -> list[NodeAction]:
+        """A report's GPUs as dicts (index, mem_bw_util_pct, ecc_errors, xid_events)."""
+        index, bw, ecc, critical = [], [], [], []
+        for g in gpus:
+            index.append(int(g["index"]))
+            bw.append(float(g.get("mem_bw_util_pct") or 0.0))
+            ecc.append(int(g.get("ecc_errors") or 0))
+            critical.append(critical_xids(g.get("xid_events") or ()))
+        return self.observe_values(node_id, ts_ms, index, bw, ecc, critical)
+
+    def observe_values(
+        self,
+        node_id: str,
+        ts_ms: int,
+        index: Sequence[int],
+        bw: Sequence[float],
+        ecc: Sequence[int],
+        critical: Sequence[int],
+    ) -> list[NodeAction]:
+        """A report's GPUs as parallel lists: index, HBM bandwidth %, uncorrected ECC count,
+        critical XIDs in this report."""
         p = self.policy
         if not p.enabled:
             return []
         node = self._nodes.setdefault(node_id, _Node())
-        errors = self._record(node, ts_ms, gpus)
+        errors = self._record(node, index, bw, ecc, critical)
         level = max(node.bw.values(), default=0.0)
         saturated = self._saturated(node, ts_ms, level)
         if errors:
@@ -87,26 +123,36 @@ class NodeHealth:
             node.errors.popleft()
         return self._decide(node_id, node, ts_ms, saturated, errors)
 
-    def _record(self, node: _Node, ts_ms: int, gpus: Iterable[Mapping[str, Any]]) -> int:
+    @staticmethod
+    def _record(
+        node: _Node,
+        index: Sequence[int],
+        bw: Sequence[float],
+        ecc: Sequence[int],
+        critical: Sequence[int],
+    ) -> int:
         """Update the per-GPU values; the number of new errors (ECC increments, critical XIDs)."""
-        errors = 0
-        for g in gpus:
-            i = int(g["index"])
-            node.bw[i] = float(g.get("mem_bw_util_pct") or 0.0)
-            ecc = int(g.get("ecc_errors") or 0)
-            if ecc > node.ecc.get(i, ecc):
+        errors = sum(critical)
+        node_bw, node_ecc = node.bw, node.ecc
+        for i, b, e in zip(index, bw, ecc, strict=True):
+            node_bw[i] = b
+            if e > node_ecc.get(i, e):
                 errors += 1
-            node.ecc[i] = ecc
-            errors += sum(1 for x in g.get("xid_events") or () if int(x) in CRITICAL_XIDS)
+            node_ecc[i] = e
         return errors
 
     def _saturated(self, node: _Node, ts_ms: int, level: float) -> tuple[bool, float]:
         window_ms = self.policy.window_s * 1000
-        node.levels.append((ts_ms, level))
-        while len(node.levels) > 1 and node.levels[1][0] <= ts_ms - window_ms:
-            node.levels.popleft()
-        covered = ts_ms - node.levels[0][0] >= window_ms * 0.9
-        mean = sum(v for _, v in node.levels) / len(node.levels)
+        levels = node.levels
+        levels.append((ts_ms, level))
+        node.level_sum += level
+        while len(levels) > 1 and levels[1][0] <= ts_ms - window_ms:
+            node.level_sum -= levels.popleft()[1]
+        node.samples += 1
+        if node.samples % _RESUM_EVERY == 0:  # a running sum drifts: add it up afresh now and then
+            node.level_sum = sum(v for _, v in levels)
+        covered = ts_ms - levels[0][0] >= window_ms * 0.9
+        mean = node.level_sum / len(levels)
         hot = covered and mean > self.policy.hbm_saturation_pct
         if hot and node.saturated_since is None:
             node.saturated_since = ts_ms

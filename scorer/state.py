@@ -223,6 +223,9 @@ class ClusterState:
         self.max_share[slot] = int(free[ok].max()) if ok.any() else 0
         islands = self.island[slot][whole]
         self.island_free[slot] = int(np.bincount(islands).max()) if islands.size else 0
+        self._refresh_perf(slot)
+
+    def _refresh_perf(self, slot: int) -> None:
         perf = self.perf[slot][self.gpu_exists[slot]]
         self.perf_mean[slot] = float(perf.mean()) if perf.size else 1.0
 
@@ -255,7 +258,9 @@ class ClusterState:
         slot = self._slot(node_id)
         count = min(len(factors), int(self.gpu_count[slot]))
         self.perf[slot, :count] = np.clip(np.asarray(factors[:count], float), 0.0, 2.0)
-        self._refresh(slot)
+        self._versions += 1  # only the speed changed: of the summary, just its mean speed
+        self.row_version[slot] = self._versions
+        self._refresh_perf(slot)
 
     def set_region_signal(
         self,

@@ -59,6 +59,7 @@ from streams.queue_view import queue_snapshot
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
+from streams.telemetry_agent import register_telemetry
 from streams.tenancy import HOLD
 from streams.transport import GpuflowApp
 from streams.web import register_sql_proxy
@@ -273,16 +274,7 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
                     await rt.send_all(rt.fleet.on_inventory(record))
             rt.inventory_seen[event.message.partition] = event.message.offset
 
-    @app.agent(topics[NODE_TELEMETRY], name="gpuflow.telemetry")
-    async def telemetry(stream: Any) -> None:
-        async for event in stream.events():
-            async with rt.guard(event, "telemetry"):
-                record = await rt.decode(event, "NodeTelemetry", "telemetry")
-                if record is not None:
-                    rt.metrics.telemetry(record["ts"])
-                    await rt.ensure_ready(fleet=False)
-                    await rt.send_all(rt.fleet.on_telemetry(record))
-                    rt.activity.on_telemetry(record, rt.scheduler.state)
+    register_telemetry(app, rt, topics)
 
     @app.agent(topics[GRID_SIGNALS], name="gpuflow.grid")
     async def grid(stream: Any) -> None:
@@ -382,8 +374,12 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
 
     @app.page("/consumer/")
     async def consumer(web: Any, request: Any) -> Any:
-        """Per assigned partition: Faust's and aiokafka's view of where the consumer is."""
-        return web.json(consumer_state(app))
+        """Per assigned partition: Faust's and aiokafka's view of where the consumer is; the
+        telemetry lane's own positions beside them."""
+        body = consumer_state(app)
+        if rt.telemetry_reader is not None:
+            body["telemetry_lane"] = rt.telemetry_reader.positions()
+        return web.json(body)
 
     @app.page("/health/")
     async def health(web: Any, request: Any) -> Any:
@@ -433,6 +429,15 @@ def _watch_broker(app: faust.App, rt: Runtime) -> None:
         rt.dependencies["broker"] = watch.status()
 
 
+def _telemetry_behind(app: faust.App, rt: Runtime) -> bool:
+    """Whether telemetry waits on the broker or in the lane, not yet applied."""
+    reader = rt.telemetry_reader
+    if reader is None:
+        return unread(consumer_state(app)["partitions"], NODE_TELEMETRY) > 0
+    waiting = reader.batches is not None and not reader.batches.empty()
+    return waiting or sum(reader.lag().values()) > 0
+
+
 def _register_timers(app: faust.App, rt: Runtime) -> None:
     if rt.config.worker.ledger_snapshot_s > 0:
 
@@ -458,6 +463,6 @@ def _register_timers(app: faust.App, rt: Runtime) -> None:
     @app.timer(rt.config.worker.summary_interval_s)
     async def summarise() -> None:
         if rt._ready.is_set():
-            behind = unread(consumer_state(app)["partitions"], NODE_TELEMETRY) > 0
+            behind = _telemetry_behind(app, rt)
             await rt.send_all(rt.fleet.mark_stale(behind=behind))
             await rt.send_all(rt.fleet.summaries())

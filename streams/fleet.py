@@ -16,6 +16,7 @@ from streams.convert import assignment_records, node_spec
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.protection import CORDON_KEY, Protection
 from streams.scheduling import Scheduler
+from streams.telemetry_reports import Reports
 from streams.tenancy import HOLD
 
 __all__ = ["FleetTracker"]
@@ -111,36 +112,96 @@ class FleetTracker:
         ]
 
     def on_telemetry(self, record: Mapping[str, Any]) -> list[Outgoing]:
-        """Apply a node's report; a report older than the last one applied (a burst of buffered
-        telemetry replayed after a reconnect, events out of order) is ignored."""
-        node_id = record["node_id"]
-        if node_id not in self.s.nodes and node_id not in self.s.last_seen:
-            self.ignored["telemetry_unknown_node"] += 1
-            return []  # telemetry before inventory: nothing to attach it to yet
-        ts = int(record.get("ts", 0))
-        if ts and ts < self._last_ts.get(node_id, 0):
-            self.ignored["telemetry_out_of_order"] += 1
-            return []
-        self._last_ts[node_id] = ts
-        self._heard_from(node_id, ts)
-        self.s.last_seen[node_id] = time.monotonic()
-        gpus = record.get("gpus") or []
-        was_stale = node_id in self.stale
-        self.stale.discard(node_id)
+        """Apply one node's report (`on_reports`)."""
+        return self.on_reports(Reports.from_records([record]))
+
+    def on_reports(self, reports: Reports) -> list[Outgoing]:
+        """Apply reports in order. One older than the last applied for its node (a burst of
+        buffered telemetry replayed after a reconnect, events out of order) is ignored, and so
+        is one for a node not known yet (telemetry before inventory: nothing to attach it to).
+        Then each touched region's queue is retried (at once where a node came back)."""
+        out: list[Outgoing] = []
+        retry: dict[str, bool] = {}  # region -> a node there was stale until now
+        for part in reports.rounds():
+            out += self._apply(part, retry)
+        for region, now in retry.items():
+            out += self._maybe_retry(region, now=now)
+        return out
+
+    def _apply(self, reports: Reports, retry: dict[str, bool]) -> list[Outgoing]:
+        """Reports of distinct nodes."""
+        s = self.s
+        known = np.array([n in s.nodes or n in s.last_seen for n in reports.node_id], bool)
+        last = np.array([self._last_ts.get(n, 0) for n in reports.node_id], np.int64)
+        late = known & (reports.ts > 0) & (reports.ts < last)
+        for reason, mask in (("telemetry_unknown_node", ~known), ("telemetry_out_of_order", late)):
+            if mask.any():
+                self.ignored[reason] += int(mask.sum())
+        keep = known & ~late
+        if not keep.all():
+            if not keep.any():
+                return []
+            reports = reports.take(np.flatnonzero(keep))
+        seen_at, stale, heard = time.monotonic(), self.stale, self._heard
+        for node_id, region, ts in zip(
+            reports.node_id, reports.region, reports.ts.tolist(), strict=True
+        ):
+            self._last_ts[node_id] = ts
+            if ts:
+                heard[node_id] = max(ts, heard.get(node_id, 0))
+            s.last_seen[node_id] = seen_at
+            came_back = node_id in stale
+            stale.discard(node_id)
+            retry[region] = retry.get(region, False) or came_back
+        if reports.ts.max(initial=0) > 0:
+            self._front.advance(int(reports.ts.max()))
+        if len(reports.index):
+            self._apply_gpus(reports)
+        cordoned, state = self.protection.cordoned, s.state
+        for node_id, healthy in zip(reports.node_id, reports.node_healthy.tolist(), strict=True):
+            state.set_node_healthy(node_id, healthy and not cordoned(node_id))
+        self._note_util(reports)
+        return self.protection.observe(reports)
+
+    def _apply_gpus(self, reports: Reports) -> None:
+        """Patch per-GPU health and speed; a delta report carries only the GPUs that changed.
+        Most reports repeat what the arrays hold: only a node whose values differ is set
+        (each setter recomputes the node's summary)."""
         state = self.s.state
-        if gpus:
-            self._apply_gpus(node_id, gpus)
-        healthy = bool(record.get("node_healthy", True))
-        state.set_node_healthy(node_id, healthy and not self.protection.cordoned(node_id))
-        if gpus:
-            window = self._windows.setdefault(record["region"], _Window())
-            window.util_sum += sum(float(g["util_pct"]) for g in gpus) / len(gpus)
+        counts = np.bincount(reports.owner, minlength=len(reports))
+        slot = np.full(len(reports), -1, np.int64)
+        for i in np.flatnonzero(counts).tolist():
+            slot[i] = state.slot_of(reports.node_id[i])
+        row_slot = slot[reports.owner]
+        fits = (reports.index >= 0) & (reports.index < state.gpu_count[row_slot])
+        rows, index = row_slot[fits], reports.index[fits]
+        owner, healthy, perf = reports.owner[fits], reports.healthy[fits], reports.perf[fits]
+        ok_changed = state.gpu_ok[rows, index] != healthy
+        perf_changed = state.perf[rows, index] != np.clip(perf, 0.0, 2.0)
+        for changed, values_of, values, setter in (
+            (ok_changed, state.gpu_ok, healthy, state.set_gpu_health),
+            (perf_changed, state.perf, perf, state.set_perf_factor),
+        ):
+            nodes = np.unique(owner[changed])
+            starts = np.searchsorted(owner, nodes, "left").tolist()  # rows are grouped by report
+            ends = np.searchsorted(owner, nodes, "right").tolist()
+            for i, start, end in zip(nodes.tolist(), starts, ends, strict=True):
+                row = values_of[slot[i], : int(state.gpu_count[slot[i]])].copy()
+                row[index[start:end]] = values[start:end]
+                setter(reports.node_id[i], row.tolist())
+
+    def _note_util(self, reports: Reports) -> None:
+        """Each report's mean GPU utilisation into its region's window."""
+        counts = np.bincount(reports.owner, minlength=len(reports))
+        sums = np.bincount(reports.owner, weights=reports.util, minlength=len(reports))
+        for i in np.flatnonzero(counts).tolist():
+            window = self._windows.setdefault(reports.region[i], _Window())
+            window.util_sum += float(sums[i]) / int(counts[i])
             window.samples += 1
-        return self.protection.observe(record) + self._maybe_retry(record["region"], now=was_stale)
 
     def _maybe_retry(self, region: str, *, now: bool = False) -> list[Outgoing]:
-        """Retry the region's queue at most every `retry_every_s` (or now), from a telemetry
-        event of that region, so its table writes land in the region's changelog partition.
+        """Retry the region's queue at most every `retry_every_s` (or now), after telemetry of
+        that region.
 
         Releases retry at once; this sweep catches what no release triggered (a restart that
         restored queued jobs, capacity that came back healthy, a decision refused earlier).
@@ -150,23 +211,6 @@ class FleetTracker:
             return []
         self._last_retry[region] = at
         return self.s.retry_queue(region) if self.s.queued_in(region) else []
-
-    def _apply_gpus(self, node_id: str, gpus: list[dict[str, Any]]) -> None:
-        """Patch per-GPU health and speed; a delta report carries only the GPUs that changed."""
-        state = self.s.state
-        slot = state.slot_of(node_id)
-        count = int(state.gpu_count[slot])
-        healthy = state.gpu_ok[slot, :count].copy()
-        perf = state.perf[slot, :count].copy()
-        for g in gpus:
-            if 0 <= g["index"] < count:
-                healthy[g["index"]] = bool(g["healthy"])
-                perf[g["index"]] = float(g["perf_factor"])
-        # most reports repeat what the arrays hold: each setter recomputes the node's summary
-        if not np.array_equal(healthy, state.gpu_ok[slot, :count]):
-            state.set_gpu_health(node_id, healthy.tolist())
-        if not np.array_equal(np.clip(perf, 0.0, 2.0), state.perf[slot, :count]):
-            state.set_perf_factor(node_id, perf.tolist())
 
     def on_grid(self, record: Mapping[str, Any]) -> None:
         self._carbon[record["region"]] = float(record["carbon_g_per_kwh"])

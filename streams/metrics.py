@@ -33,11 +33,13 @@ class Metrics:
     def fault(self, consumer: str) -> None:
         self.faults[consumer] += 1
 
-    def telemetry(self, ts_ms: int) -> None:
-        self.events["telemetry"] += 1
-        lag_ms = time.time() * 1000 - ts_ms
-        self.telemetry_lag_ms.append(lag_ms)
-        record_telemetry(lag_ms / 1000)  # the same sample on the Prometheus page
+    def telemetry(self, *ts_ms: int) -> None:
+        """Telemetry events applied (their report times, ms): counted, and their lag kept."""
+        self.events["telemetry"] += len(ts_ms)
+        now_ms = time.time() * 1000
+        lags_ms = [now_ms - ts for ts in ts_ms]
+        self.telemetry_lag_ms.extend(lags_ms)
+        record_telemetry(*(lag / 1000 for lag in lags_ms))  # the same samples for Prometheus
 
     def snapshot(self) -> dict[str, Any]:
         lag = np.asarray(self.telemetry_lag_ms, dtype=float)

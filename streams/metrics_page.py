@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from faust.exceptions import ConsumerNotStarted
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from infra.topics import TOPICS
+from infra.topics import NODE_TELEMETRY, TOPICS
 from streams.consumer_state import consumer_state
 from streams.outbox import Outgoing
 from streams.prometheus import CONTENT_TYPE_LATEST, METRICS, gauge, queue_depths, record_decision
@@ -79,10 +79,10 @@ def state_metrics(rt: Runtime, app: Any) -> Iterable[Metric]:
     owned = rt.ownership.partitions() if rt.ownership is not None else frozenset()
     yield gauge("gpuflow_owned_partition", "1 for each region partition this worker owns.",
                 ["partition"], {(str(p),): 1 for p in owned})  # fmt: skip
-    yield _consumer_lag(app)
+    yield _consumer_lag(app, rt)
 
 
-def _consumer_lag(app: Any) -> Metric:
+def _consumer_lag(app: Any, rt: Runtime) -> Metric:
     """Records on the broker past what this worker's streams have read, per partition.
 
     From the high watermark the consumer last saw (the embedded broker's undercounts by up
@@ -101,6 +101,9 @@ def _consumer_lag(app: Any) -> Metric:
         read = row.get("read_offset")
         done = read + 1 if read is not None else (row.get("committed") or 0)
         lag[(topic, partition)] = max(0, int(high) - int(done))
+    if rt.telemetry_reader is not None:  # the telemetry lane reads beside Faust's consumer
+        for number, behind in rt.telemetry_reader.lag().items():
+            lag[(NODE_TELEMETRY, str(number))] = float(behind)
     return gauge(
         "gpuflow_consumer_lag_messages",
         "Messages not yet read by this worker, per assigned partition.",

@@ -20,6 +20,8 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -121,9 +123,29 @@ def record_decision(decision: str, outcome: str, latency_s: float | None = None)
         METRICS.decision_latency.labels(decision).observe(max(0.0, latency_s))
 
 
-def record_telemetry(lag_s: float) -> None:
-    METRICS.telemetry.inc()
-    METRICS.telemetry_lag.observe(max(0.0, lag_s))
+def record_telemetry(*lags_s: float) -> None:
+    """Telemetry events applied, with their lags (seconds)."""
+    METRICS.telemetry.inc(len(lags_s))
+    observe_many(METRICS.telemetry_lag, np.maximum(np.asarray(lags_s, float), 0.0))
+
+
+def observe_many(histogram: Histogram, values: npt.NDArray[np.float64]) -> None:
+    """`histogram.observe(v)` for every value, counted per bucket at once (a batch of 10,000
+    telemetry lags one by one costs ~15 ms of the event loop). Uses the client's own
+    per-bucket counters; a client without them gets one `observe` per value."""
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
+        for value in values.tolist():
+            histogram.observe(value)
+        return
+    counts = np.bincount(np.searchsorted(np.asarray(bounds, float), values, "left"),
+                         minlength=len(bounds))  # fmt: skip
+    total.inc(float(values.sum()))
+    for bucket, count in zip(buckets, counts.tolist(), strict=False):
+        if count:
+            bucket.inc(count)
 
 
 def record_dead_letter(topic: str, consumer: str) -> None:

@@ -13,7 +13,6 @@ errors. Its actions become events here:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from infra.topics import DECISIONS_ADVISORY, DECISIONS_MIGRATION
@@ -24,6 +23,7 @@ from streams.tenancy import HOLD
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
+    from streams.telemetry_reports import Reports
 
 __all__ = ["CORDON_KEY", "Protection"]
 
@@ -52,13 +52,21 @@ class Protection:
                 self.health.restore_cordon(node_id, str(record[CORDON_KEY]), self.s.clock())
                 self.s.state.set_node_healthy(node_id, False)
 
-    def observe(self, record: Mapping[str, Any]) -> list[Outgoing]:
-        node_id = record["node_id"]
-        ts = int(record.get("ts") or self.s.clock())
-        actions = self.health.observe(node_id, ts, record.get("gpus") or [])
+    def observe(self, reports: Reports) -> list[Outgoing]:
+        """Each report's GPUs into its node's windows, in order; the events they lead to."""
+        if not self.health.policy.enabled:
+            return []
+        index, bw, ecc = reports.index.tolist(), reports.bw.tolist(), reports.ecc.tolist()
+        critical, clock = reports.critical.tolist(), self.s.clock
         out: list[Outgoing] = []
-        for action in actions:
-            out.extend(self._act(action, record["region"]))
+        for i, (start, end) in enumerate(reports.gpu_rows()):
+            actions = self.health.observe_values(
+                reports.node_id[i],
+                int(reports.ts[i]) or clock(),
+                index[start:end], bw[start:end], ecc[start:end], critical[start:end],
+            )  # fmt: skip
+            for action in actions:
+                out.extend(self._act(action, reports.region[i]))
         return out
 
     def _act(self, action: NodeAction, region: str) -> list[Outgoing]:

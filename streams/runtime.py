@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.config import Config
 from infra.deadletter import dead_letter_record
@@ -33,12 +33,15 @@ from streams.scheduling import Scheduler
 from streams.validation import Rules, joined, problems
 from streams.webui import RecentDecisions
 
+if TYPE_CHECKING:
+    from streams.telemetry_reader import TelemetryReader
+
 __all__ = ["Runtime"]
 
 log = logging.getLogger(__name__)
 
 # Faults of our own logic on a hostile record: the record is dead-lettered, the agent lives on.
-_LOGIC_FAULTS = (GpuflowError, ArithmeticError, LookupError, TypeError, ValueError, AttributeError)
+LOGIC_FAULTS = (GpuflowError, ArithmeticError, LookupError, TypeError, ValueError, AttributeError)
 
 
 class Runtime:
@@ -82,6 +85,7 @@ class Runtime:
             else None
         )
         self._ledger_lock = asyncio.Lock()  # one catch-up at a time: rebuild or snapshot
+        self.telemetry_reader: TelemetryReader | None = None  # the telemetry lane, when on
 
     def reload_policy(self) -> None:
         """A changed, valid policy file takes effect; a bad one is logged and ignored."""
@@ -322,7 +326,7 @@ class Runtime:
         exception as its reason) instead of crashing the agent; broker errors still propagate."""
         try:
             yield
-        except _LOGIC_FAULTS as exc:
+        except LOGIC_FAULTS as exc:
             self.metrics.fault(consumer_name)
             log.exception("processing failed consumer=%s", consumer_name)
             await self.dead_letter(

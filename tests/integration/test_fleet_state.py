@@ -1,4 +1,5 @@
-"""The telemetry processor's view equals what a 2,000-node fleet reports; silent nodes go stale."""
+"""The telemetry processor's view equals what a 2,000-node fleet reports; silent nodes go stale.
+Both ways in: the telemetry lane (batches beside Faust, the default) and the Faust agent."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from agents import Fault, SimulatedFleet, demo_fleet, generate_nodes, run_fleet
 from gpuflow.stack import WorkerProcess
 from infra.broker import free_port
 from infra.config import Config
+from infra.kafka import committed_offsets
+from infra.topics import NODE_TELEMETRY
 
 pytestmark = pytest.mark.integration
 
@@ -33,11 +36,14 @@ def _metrics(cfg: Config) -> dict:
     return httpx.get(url, timeout=5).json()
 
 
-def test_free_capacity_matches_the_fleet_and_silent_nodes_go_stale(config: Config) -> None:
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "faust-agent"])
+def test_free_capacity_matches_the_fleet_and_silent_nodes_go_stale(
+    config: Config, lane: bool
+) -> None:
     cfg = dataclasses.replace(
         config,
         worker=dataclasses.replace(
-            config.worker, web_port=free_port(), stale_after_s=STALE_AFTER_S
+            config.worker, web_port=free_port(), stale_after_s=STALE_AFTER_S, telemetry_lane=lane
         ),
     )
     spec = demo_fleet()
@@ -79,6 +85,10 @@ def test_free_capacity_matches_the_fleet_and_silent_nodes_go_stale(config: Confi
         assert took <= STALE_AFTER_S + cfg.worker.summary_interval_s + 3 + lag_s, (took, lag_s)
         assert wait_for(matches, 10), (_state(cfg), expected)
         assert all(len(_state(cfg)["stale_nodes"]) == 1 for _ in range(3))
+        # what was applied is committed, under the lane's own group or Faust's
+        group = f"{cfg.worker.app_id}-telemetry" if lane else cfg.worker.app_id
+        assert wait_for(lambda: sum(committed_offsets(cfg.kafka, group, NODE_TELEMETRY).values())
+                        >= 2000, 30)  # fmt: skip
     finally:
         stop.set()
         publisher.join(15)

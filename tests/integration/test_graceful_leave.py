@@ -24,18 +24,24 @@ def test_sigterm_commits_leaves_the_group_and_exits_in_time(
     with cluster(broker, tmp_path, workers=2, fleet="demo", nodes=40, seed=2) as c:
         assert wait_for(lambda: c.split([0, 1]), 120), c.logs()
         leaving = c.workers[1]
-        page = httpx.get(c.url(1, "/consumer/"), timeout=10).json()["partitions"]
-        read = {  # telemetry keeps flowing (1 Hz per node): what it had read just before
-            int(name.rsplit("/", 1)[1]): row["read_offset"]
-            for name, row in page.items()
-            if name.startswith(NODE_TELEMETRY + "/") and row["read_offset"] is not None
-        }
+        page = httpx.get(c.url(1, "/consumer/"), timeout=10).json()
+        lane = page.get("telemetry_lane")  # telemetry read beside Faust (the default)
+        group = lane["group"] if lane else c.config.worker.app_id
+        read = (  # telemetry keeps flowing (1 Hz per node): what it had applied just before
+            {int(p): row["applied"] - 1 for p, row in lane["partitions"].items() if row["applied"]}
+            if lane
+            else {
+                int(name.rsplit("/", 1)[1]): row["read_offset"]
+                for name, row in page["partitions"].items()
+                if name.startswith(NODE_TELEMETRY + "/") and row["read_offset"] is not None
+            }
+        )
         assert read, page
         bound = c.configs[1].worker.shutdown_timeout_s
         started = time.monotonic()
         leaving.stop(timeout=bound + 10)
         exited_s = time.monotonic() - started
-        committed = committed_offsets(c.config.kafka, c.config.worker.app_id, NODE_TELEMETRY)
+        committed = committed_offsets(c.config.kafka, group, NODE_TELEMETRY)
 
         assert leaving.returncode == 0, leaving.log_tail()  # not the watchdog's 3, not a kill
         assert exited_s <= bound

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scorer import ClusterState, NodeSpec
 from streams.activity import RATE_WINDOW_S, Activity
+from streams.telemetry_reports import Reports
 
 
 def state() -> ClusterState:
@@ -13,15 +14,16 @@ def state() -> ClusterState:
     return s
 
 
-def telemetry(node: str, *utils: float) -> dict:
-    return {"node_id": node, "region": "eu",
-            "gpus": [{"index": i, "util_pct": u} for i, u in enumerate(utils)]}  # fmt: skip
+def telemetry(node: str, *utils: float, first: int = 0) -> Reports:
+    gpus = [{"index": first + i, "util_pct": u, "healthy": True, "perf_factor": 1.0}
+            for i, u in enumerate(utils)]  # fmt: skip
+    return Reports.from_records([{"node_id": node, "region": "eu", "gpus": gpus}])
 
 
 def test_utilisation_is_the_mean_of_each_gpus_last_report() -> None:
     a, s = Activity(), state()
     a.on_telemetry(telemetry("n1", 40, 80), s)
-    a.on_telemetry({**telemetry("n1", 0), "gpus": [{"index": 1, "util_pct": 20}]}, s)  # delta
+    a.on_telemetry(telemetry("n1", 20, first=1), s)  # a delta: GPU 1 only
     a.on_telemetry(telemetry("n2", 10), s)
     a.on_telemetry(telemetry("unknown", 99), s)  # before its inventory: ignored
     snap = a.snapshot(s, {"eu": 3})
