@@ -99,6 +99,9 @@ async def _apply_forever(rt: Runtime, reader: TelemetryReader) -> None:
                 await asyncio.sleep(1.0)
         try:
             await apply_batch(rt, batch, reader.assigned)
+        except Exception as exc:  # e.g. the broker refused a decision: the lane goes on
+            reader.error = f"applying a batch failed: {type(exc).__name__}: {exc}"
+            log.exception("telemetry lane: a batch of %d messages failed", len(batch))
         finally:
             reader.done(batch)
 

@@ -82,16 +82,18 @@ class RawBatch:
         }
 
     @classmethod
-    def of(cls, messages: Sequence[Any], lane: TelemetryLane) -> RawBatch:
+    def of(cls, messages: Sequence[Any], lane: TelemetryLane | None) -> RawBatch:
+        """The poll's messages; `lane` None: none decoded by columns (all go one by one)."""
         values = [m.value() for m in messages]
-        taken = np.fromiter((lane.takes(v) for v in values), bool, len(values))
+        takes = lane.takes if lane is not None else (lambda _: False)
+        taken = np.fromiter((takes(v) for v in values), bool, len(values))
         chosen = [v for v, t in zip(values, taken.tolist(), strict=True) if t]
         return cls(
             raw=list(messages),
             partitions=np.fromiter((m.partition() for m in messages), np.int64, len(values)),
             offsets=np.fromiter((m.offset() for m in messages), np.int64, len(values)),
             taken=taken,
-            columns=lane.decode(chosen) if chosen else None,
+            columns=lane.decode(chosen) if chosen and lane is not None else None,
         )
 
 
@@ -196,7 +198,12 @@ class TelemetryReader:
                 c.close()
 
     def _poll(self, c: Any) -> None:
-        messages = c.consume(self.max_batch, timeout=0.1)
+        """One poll into one batch for the loop (it holds a slot, given back by `done`)."""
+        try:
+            messages = c.consume(self.max_batch, timeout=0.1)
+        except BaseException:
+            self._slots.release()
+            raise
         good = []
         for m in messages:
             if m.error() is None:
@@ -207,7 +214,13 @@ class TelemetryReader:
             self._slots.release()
             return
         self.error = None
-        batch = RawBatch.of(good, self.lane)
+        try:
+            batch = RawBatch.of(good, self.lane)
+        except Exception:  # a bug of the column reader must not stop telemetry: generic path
+            log.exception(
+                "telemetry reader: column decode failed; %d messages go one by one", len(good)
+            )
+            batch = RawBatch.of(good, None)
         assert self._loop is not None and self.batches is not None
         self._loop.call_soon_threadsafe(self.batches.put_nowait, batch)
 
