@@ -388,7 +388,7 @@ def _register_pages(app: faust.App, rt: Runtime) -> None:
         `dependencies` (the history store, the broker) and `degraded` say what around the
         worker is failing; that never makes the worker itself not live.
         """
-        stalled = rt.stalls.stalled
+        stalled = rt.stalled()
         body = {"live": not stalled, "ready": rt._ready.is_set(), "stalled": stalled}
         body.update(rt.dependency_report())
         return web.json(body, status=503 if stalled else 200)

@@ -73,7 +73,7 @@ def state_metrics(rt: Runtime, app: Any) -> Iterable[Metric]:
                             value=len(rt.fleet.stale))  # fmt: skip
     yield GaugeMetricFamily("gpuflow_ready", "1 once state is rebuilt after the last rebalance.",
                             value=float(rt._ready.is_set()))  # fmt: skip
-    live = float(not rt.stalls.stalled)
+    live = float(not rt.stalled())
     yield GaugeMetricFamily("gpuflow_live", "0 while a partition's records stop reaching its "
                             "stream (as /health/).", value=live)  # fmt: skip
     owned = rt.ownership.partitions() if rt.ownership is not None else frozenset()

@@ -255,6 +255,15 @@ class Runtime:
             len(self.scheduler.final),
         )
 
+    def stalled(self) -> list[str]:
+        """What keeps this worker from processing: partitions whose fetched records stop
+        reaching their stream, and a telemetry lane whose reader thread has stopped."""
+        out = list(self.stalls.stalled)
+        reader = self.telemetry_reader
+        if reader is not None and reader.started and not reader.alive:
+            out.append(f"telemetry lane stopped: {reader.error or 'reader thread exited'}")
+        return out
+
     def dependency_report(self) -> dict[str, Any]:
         """{"dependencies": name -> status, "degraded": names whose state is not ok}."""
         degraded = sorted(n for n, s in self.dependencies.items() if s.get("state") != "ok")

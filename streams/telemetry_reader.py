@@ -166,6 +166,10 @@ class TelemetryReader:
         return {"group": self.group, "partitions": rows, "error": self.error}
 
     @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
@@ -190,6 +194,10 @@ class TelemetryReader:
             except KafkaException as exc:
                 self.error = str(exc)
                 log.warning("telemetry reader: %s (retrying)", exc)
+                self._stop.wait(1.0)
+            except Exception as exc:  # a bug here must not end telemetry quietly: retry, say so
+                self.error = f"{type(exc).__name__}: {exc}"
+                log.exception("telemetry reader failed (retrying)")
                 self._stop.wait(1.0)
         if c is not None:
             try:
