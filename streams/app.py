@@ -1,4 +1,5 @@
-"""The Faust app: topics declared once, thin agents (decode -> scheduler -> emit), timers.
+"""The Faust app: topics declared once, thin agents (decode -> scheduler -> emit); its timers
+are in `streams.timers`, its pages in `streams.pages` and `streams.metrics_page`.
 
 Run it with `python -m streams` (or `gpuflow up`, which starts it for you).
 """
@@ -6,18 +7,15 @@ Run it with `python -m streams` (or `gpuflow up`, which starts it for you).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
 
 import faust
-from faust.exceptions import ConsumerNotStarted
-from faust.types import TP
 
 from infra.config import Config
 from infra.errors import ConfigError
-from infra.kafka import ensure_topics, ssl_context
+from infra.kafka import ssl_context
 from infra.network import allocation_policy, hysteresis, network_view
 from infra.policy import PolicyFile
 from infra.topics import (
@@ -26,7 +24,6 @@ from infra.topics import (
     JOBS_ROUTED,
     JOBS_SUBMITTED,
     NODE_INVENTORY,
-    NODE_TELEMETRY,
     REPLAN_TICKS,
     TOPICS,
 )
@@ -44,23 +41,19 @@ from scorer import (
 )
 from scorer.errors import GpuflowError, UnknownPluginError
 from scorer.network import NetworkView
-from streams.activity import register_activity_page
 from streams.bandwidth import BandwidthProcessor
 from streams.bandwidth_agents import register_bandwidth
-from streams.broker_watch import BrokerWatch
 from streams.clock import EventClock, WallClock
-from streams.consumer_state import consumer_state, forget_offsets, unread
 from streams.deferral import ForecastBook, ForecastUse
 from streams.history_process import HistoryProcess
 from streams.metrics_page import register_metrics_page
 from streams.ownership import Ownership, region_table
-from streams.plan import register_plan_page
-from streams.queue_view import queue_snapshot
+from streams.pages import register_pages
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
 from streams.telemetry_agent import register_telemetry
-from streams.tenancy import HOLD
+from streams.timers import register_timers, watch_broker, watch_history
 from streams.transport import GpuflowApp
 from streams.web import register_sql_proxy
 from streams.webui import register_ui
@@ -187,9 +180,9 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         partition_of=config.kafka.partitioner(),
     )
     register_bandwidth(app, rt, topics, bandwidth)
-    _register_timers(app, rt)
-    _watch_broker(app, rt)
-    _register_pages(app, rt)
+    register_timers(app, rt)
+    watch_broker(app, rt)
+    register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
     if scheduler.forecasts is not None:
         _run_with_worker(app, scheduler.forecasts.book.start, scheduler.forecasts.book.stop)
@@ -198,7 +191,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         history = HistoryProcess(config)
         _run_with_worker(app, history.start, history.stop)
         register_sql_proxy(app, history.url)
-        _watch_history(app, rt, history)
+        watch_history(app, rt, history)
         history_metrics, history_sql = history.metrics_url, history.url
     register_metrics_page(app, rt, history_metrics)
     register_ui(app, rt, history_sql)
@@ -334,135 +327,3 @@ def _run_with_worker(app: faust.App, start: Any, stop: Any) -> None:
             await asyncio.get_running_loop().run_in_executor(None, stop)
 
     app.service(Helper)
-
-
-def _register_pages(app: faust.App, rt: Runtime) -> None:
-    register_plan_page(app, rt.scheduler)  # POST /plan/: gpuflow submit --dry-run
-    register_activity_page(app, rt.activity, rt.scheduler)  # GET /activity/: gpuflow top
-
-    @app.page("/state/")
-    async def state(web: Any, request: Any) -> Any:
-        """What this worker holds: free and total GPUs by region, held and queued jobs."""
-        views = rt.scheduler.state.region_views()
-        return web.json(
-            {
-                "ready": rt._ready.is_set(),
-                "regions": {
-                    r: {"free_gpus": dict(v.free_gpus), "total_gpus": dict(v.total_gpus)}
-                    for r, v in views.items()
-                },
-                "held_jobs": sum(1 for j in rt.scheduler.state.jobs if not j.startswith(HOLD))
-                - len(rt.scheduler.moves_in_flight()),
-                "queued_jobs": len(rt.scheduler.queue),
-                "moves_in_flight": len(rt.scheduler.moves_in_flight()),
-                "sent": dict(rt.sent),
-                "job_events": rt.job_events,
-                "ticks": rt.ticks,
-                "clock_ms": rt.scheduler.clock.now(),
-                "final_decisions": len(rt.scheduler.final),
-                "stale_nodes": sorted(rt.fleet.stale),
-            }
-        )
-
-    @app.page("/queue/")
-    async def queue(web: Any, request: Any) -> Any:
-        """Waiting jobs per region and tenant with the reason each waits; quota usage."""
-        view = queue_snapshot(rt.scheduler)
-        view["policy_file"] = str(rt.policy.path or "")
-        view["policy_error"] = rt.policy.error
-        return web.json(view)
-
-    @app.page("/consumer/")
-    async def consumer(web: Any, request: Any) -> Any:
-        """Per assigned partition: Faust's and aiokafka's view of where the consumer is; the
-        telemetry lane's own positions beside them."""
-        body = consumer_state(app)
-        if rt.telemetry_reader is not None:
-            body["telemetry_lane"] = rt.telemetry_reader.positions()
-        return web.json(body)
-
-    @app.page("/health/")
-    async def health(web: Any, request: Any) -> Any:
-        """Liveness: 503 while a partition's fetched records stop reaching its stream.
-
-        `dependencies` (the history store, the broker) and `degraded` say what around the
-        worker is failing; that never makes the worker itself not live.
-        """
-        stalled = rt.stalled()
-        body = {"live": not stalled, "ready": rt._ready.is_set(), "stalled": stalled}
-        body.update(rt.dependency_report())
-        return web.json(body, status=503 if stalled else 200)
-
-    @app.page("/metrics/")
-    async def metrics(web: Any, request: Any) -> Any:
-        """Events processed per stream and recent telemetry lag."""
-        return web.json({**rt.metrics.snapshot(), **rt.dependency_report()})
-
-
-def _watch_history(app: faust.App, rt: Runtime, history: HistoryProcess) -> None:
-    @app.timer(rt.config.worker.summary_interval_s)
-    async def watch_history() -> None:  # at most a 1 s HTTP call; scheduling does not wait
-        rt.dependencies["history"] = await history.poll()
-
-
-def _watch_broker(app: faust.App, rt: Runtime) -> None:
-    """Detect a broker that lost its log under us (streams.broker_watch) and act on it."""
-    watch = BrokerWatch(rt.config.kafka)
-    rt.dependencies["broker"] = watch.status()
-
-    @app.timer(1.0)
-    async def remember_commits() -> None:
-        with contextlib.suppress(ConsumerNotStarted):
-            watch.remember(app.consumer._committed_offset)  # type: ignore[attr-defined]
-
-    @app.timer(5.0)
-    async def check_broker() -> None:
-        loop = asyncio.get_running_loop()
-        found = await loop.run_in_executor(None, watch.check)
-        if found:
-            watch.mark_lost(found)
-            await rt.storage_lost(found)
-            await loop.run_in_executor(None, ensure_topics, rt.config.kafka)
-            for table in app.tables.values():  # Faust's changelogs are gone too
-                await table.changelog_topic.declare()
-            await forget_offsets(app.consumer, {TP(t, p) for t, p in found})
-        rt.dependencies["broker"] = watch.status()
-
-
-def _telemetry_behind(app: faust.App, rt: Runtime) -> bool:
-    """Whether telemetry waits on the broker or in the lane, not yet applied."""
-    reader = rt.telemetry_reader
-    if reader is None:
-        return unread(consumer_state(app)["partitions"], NODE_TELEMETRY) > 0
-    waiting = reader.batches is not None and not reader.batches.empty()
-    return waiting or sum(reader.lag().values()) > 0
-
-
-def _register_timers(app: faust.App, rt: Runtime) -> None:
-    if rt.config.worker.ledger_snapshot_s > 0:
-
-        @app.timer(rt.config.worker.ledger_snapshot_s)
-        async def snapshot_ledger() -> None:  # reads the logs in a thread; the loop goes on
-            await rt.snapshot_ledger()
-
-    @app.timer(rt.config.worker.summary_interval_s)
-    async def watch_partitions() -> None:
-        with contextlib.suppress(ConsumerNotStarted):  # before the first assignment
-            rt.stalls.observe(consumer_state(app)["partitions"])
-
-    @app.timer(rt.config.worker.replan_interval_s)
-    async def replan_timer() -> None:
-        """The timer runs as a tick per region this worker holds, through the region's
-        partition, so its table writes land where the region's events do."""
-        if not rt._ready.is_set():
-            return
-        rt.reload_policy()  # a changed policy file takes effect
-        if rt.config.worker.clock == "wall":
-            await rt.send_all(rt.scheduler.ticks(int(time.time() * 1000)))
-
-    @app.timer(rt.config.worker.summary_interval_s)
-    async def summarise() -> None:
-        if rt._ready.is_set():
-            behind = _telemetry_behind(app, rt)
-            await rt.send_all(rt.fleet.mark_stale(behind=behind))
-            await rt.send_all(rt.fleet.summaries())
