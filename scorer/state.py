@@ -207,9 +207,13 @@ class ClusterState:
         self.free_cpu[slot], self.free_mem[slot] = max(cpu, 0), max(mem, 0)
         self._refresh(slot)
 
-    def _refresh(self, slot: int) -> None:
+    def _bump(self, slot: int) -> None:
+        """The node's row changed: caches keyed on its version are stale."""
         self._versions += 1
         self.row_version[slot] = self._versions
+
+    def _refresh(self, slot: int) -> None:
+        self._bump(slot)
         ok = self.gpu_exists[slot] & self.gpu_ok[slot]
         free = self.free_milli[slot]
         whole = ok & (free == FULL_GPU)
@@ -258,8 +262,7 @@ class ClusterState:
         slot = self._slot(node_id)
         count = min(len(factors), int(self.gpu_count[slot]))
         self.perf[slot, :count] = np.clip(np.asarray(factors[:count], float), 0.0, 2.0)
-        self._versions += 1  # only the speed changed: of the summary, just its mean speed
-        self.row_version[slot] = self._versions
+        self._bump(slot)  # only the speed changed: of the summary, just its mean speed
         self._refresh_perf(slot)
 
     def set_region_signal(

@@ -65,10 +65,9 @@ class Activity:
         if not len(reports.index):
             return
         self._fit(state.gpu_ok.shape)
-        counts = np.bincount(reports.owner, minlength=len(reports))
         slot = np.full(len(reports), -1, np.int64)
         owners = self._owner
-        for i in np.flatnonzero(counts).tolist():
+        for i in np.flatnonzero(reports.gpu_counts()).tolist():
             node_id = reports.node_id[i]
             try:
                 slot[i] = state.slot_of(node_id)

@@ -168,9 +168,8 @@ class FleetTracker:
         Most reports repeat what the arrays hold: only a node whose values differ is set
         (each setter recomputes the node's summary)."""
         state = self.s.state
-        counts = np.bincount(reports.owner, minlength=len(reports))
         slot = np.full(len(reports), -1, np.int64)
-        for i in np.flatnonzero(counts).tolist():
+        for i in np.flatnonzero(reports.gpu_counts()).tolist():
             slot[i] = state.slot_of(reports.node_id[i])
         row_slot = slot[reports.owner]
         fits = (reports.index >= 0) & (reports.index < state.gpu_count[row_slot])
@@ -192,7 +191,7 @@ class FleetTracker:
 
     def _note_util(self, reports: Reports) -> None:
         """Each report's mean GPU utilisation into its region's window."""
-        counts = np.bincount(reports.owner, minlength=len(reports))
+        counts = reports.gpu_counts()
         sums = np.bincount(reports.owner, weights=reports.util, minlength=len(reports))
         for i in np.flatnonzero(counts).tolist():
             window = self._windows.setdefault(reports.region[i], _Window())

@@ -342,6 +342,11 @@ class Runtime:
                 event.message, f"processing failed: {type(exc).__name__}: {exc}", consumer_name
             )
 
+    def consumed(self, consumer_name: str, n: int = 1) -> None:
+        """Messages a consumer read (per-consumer counts and the Prometheus counter)."""
+        self.metrics.consumed[consumer_name] += n
+        METRICS.events.labels(consumer_name).inc(n)
+
     async def decode(self, event: Any, expected: str, consumer_name: str) -> dict[str, Any] | None:
         """The event's record if it is usable, else None after dead-lettering it.
 
@@ -349,8 +354,7 @@ class Runtime:
         keys are configured: streams.admission) and passes `streams.validation`.
         """
         message = event.message
-        self.metrics.consumed[consumer_name] += 1
-        METRICS.events.labels(consumer_name).inc()
+        self.consumed(consumer_name)
         try:
             name, record = self.codec.decode(message.value, topic=message.topic)
         except CodecError as exc:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from infra.topics import NODE_TELEMETRY
-from streams.prometheus import METRICS
 from streams.runtime import LOGIC_FAULTS
 from streams.telemetry_reader import RawBatch, TelemetryReader
 from streams.telemetry_reports import Reports, acceptable
@@ -150,6 +149,5 @@ async def _apply_rows(rt: Runtime, batch: RawBatch, rows: Any, messages: range) 
         for i in messages:
             await apply_one(rt, _Event(batch.message(i)))
         return
-    rt.metrics.consumed[CONSUMER] += len(reports)
-    METRICS.events.labels(CONSUMER).inc(len(reports))
+    rt.consumed(CONSUMER, len(reports))
     rt.metrics.telemetry(*reports.ts.tolist())

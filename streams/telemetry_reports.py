@@ -15,7 +15,6 @@ accepts it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,14 @@ import numpy.typing as npt
 
 from infra.store.telemetry import TelemetryBatch
 from scorer.protection import CRITICAL_XIDS
-from streams.validation import MAX_ID_CHARS, MAX_LIST, MAX_NODE_GPUS, Rules
+from streams.validation import (
+    GPU_REALS,
+    MAX_ID_CHARS,
+    MAX_LIST,
+    MAX_NODE_GPUS,
+    NODE_READINGS,
+    Rules,
+)
 
 __all__ = ["Reports", "acceptable"]
 
@@ -34,17 +40,6 @@ Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
 
 _CRITICAL = np.array(sorted(CRITICAL_XIDS), np.int64)
-# `streams.validation._GPU_REALS` and the node's optional readings, as column bounds
-_GPU_BOUNDS = {
-    "util_pct": (0.0, 100.0),
-    "mem_bw_util_pct": (0.0, 100.0),
-    "nvlink_tx_mbps": (0.0, math.inf),
-    "nvlink_rx_mbps": (0.0, math.inf),
-    "temperature_c": (-100.0, 500.0),
-    "power_w": (0.0, math.inf),
-    "perf_factor": (0.0, 10.0),
-}
-_NODE_READINGS = ("disk_read_mbps", "disk_write_mbps", "net_rx_mbps", "net_tx_mbps", "energy_j")
 
 
 @dataclass
@@ -67,9 +62,13 @@ class Reports:
     def __len__(self) -> int:
         return len(self.node_id)
 
+    def gpu_counts(self) -> Ints:
+        """GPU rows of each report."""
+        return np.bincount(self.owner, minlength=len(self)).astype(np.int64)
+
     def gpu_rows(self) -> list[tuple[int, int]]:
         """(first, end) of each report's GPU rows (rows are grouped by report, in order)."""
-        ends = np.cumsum(np.bincount(self.owner, minlength=len(self)))
+        ends = np.cumsum(self.gpu_counts())
         starts = np.concatenate(([0], ends[:-1]))
         return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
@@ -186,7 +185,7 @@ def acceptable(batch: TelemetryBatch, rules: Rules) -> Bools:
     owner = np.repeat(np.arange(len(count)), count)
     bad_rows = ~_gpu_rows_fine(batch, owner)
     ok &= np.bincount(owner[bad_rows], minlength=len(count)) == 0
-    for name in _NODE_READINGS:
+    for name in NODE_READINGS:
         value = batch.events[name].astype(np.float64)
         fine = batch.nulls[name] | (np.isfinite(value) & (value >= 0.0))
         ok &= fine
@@ -204,9 +203,12 @@ def _gpu_rows_fine(batch: TelemetryBatch, owner: Ints) -> Bools:
     gpus = batch.gpus
     index = gpus["gpu_index"].astype(np.int64)
     fine = (index >= 0) & (index < MAX_NODE_GPUS)
-    for name, (low, high) in _GPU_BOUNDS.items():
+    for name, (low, high) in GPU_REALS.items():  # the bounds validation checks, as columns
         value = gpus[name].astype(np.float64)
-        fine &= np.isfinite(value) & (value >= low) & (value <= high)
+        fine &= np.isfinite(value)
+        fine &= (value >= (-np.inf if low is None else low)) & (
+            value <= (np.inf if high is None else high)
+        )
     for name in ("mem_used_mib", "sm_clock_mhz", "ecc_errors"):
         fine &= gpus[name].astype(np.int64) >= 0
     fine &= np.diff(batch.xid_offsets) <= MAX_LIST

@@ -22,7 +22,16 @@ from infra.jobspec import job_problems
 from scorer.errors import GpuflowError
 from streams.convert import job_spec, node_spec
 
-__all__ = ["CHECKERS", "MAX_GANG_GPUS", "MAX_NODE_GPUS", "Rules", "joined", "problems"]
+__all__ = [
+    "CHECKERS",
+    "GPU_REALS",
+    "MAX_GANG_GPUS",
+    "MAX_NODE_GPUS",
+    "NODE_READINGS",
+    "Rules",
+    "joined",
+    "problems",
+]
 
 MAX_ID_CHARS = 256  # identifiers: job, node, region, tenant, GPU model, zone, rack, ...
 MAX_TEXT_CHARS = 4096  # free text: model family, job type, event detail
@@ -230,7 +239,8 @@ def _inventory(record: Mapping[str, Any], rules: Rules) -> Problems:
     return out or _domain(node_spec, record)
 
 
-_GPU_REALS = {  # field: (low, high); None = unbounded
+NODE_READINGS = ("disk_read_mbps", "disk_write_mbps", "net_rx_mbps", "net_tx_mbps", "energy_j")
+GPU_REALS = {  # field: (low, high); None = unbounded
     "util_pct": (0.0, 100.0),
     "mem_bw_util_pct": (0.0, 100.0),
     "nvlink_tx_mbps": (0.0, None),
@@ -250,7 +260,7 @@ def _telemetry(record: Mapping[str, Any], rules: Rules) -> Problems:
     if any(not 0 <= i < MAX_NODE_GPUS for i in indices) or len(set(indices)) != len(indices):
         out.append(f"gpus: indices must be distinct and within 0..{MAX_NODE_GPUS - 1}")
     for i, g in enumerate(gpus):  # names are formatted only for a value that fails
-        for name, (low, high) in _GPU_REALS.items():
+        for name, (low, high) in GPU_REALS.items():
             value = g.get(name)
             if value is not None and not _within(float(value), low, high):
                 out += _real(f"gpus[{i}].{name}", value, low, high)
@@ -260,7 +270,7 @@ def _telemetry(record: Mapping[str, Any], rules: Rules) -> Problems:
                 out += _count(f"gpus[{i}].{name}", value)
         if len(g.get("xid_events") or ()) > MAX_LIST:
             out.append(f"gpus[{i}].xid_events: more than {MAX_LIST} entries")
-    for name in ("disk_read_mbps", "disk_write_mbps", "net_rx_mbps", "net_tx_mbps", "energy_j"):
+    for name in NODE_READINGS:
         out += _real(name, record.get(name), 0.0, optional=True)
     return out[:8]
 
