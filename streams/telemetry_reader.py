@@ -113,6 +113,7 @@ class TelemetryReader:
         self.assigned: frozenset[int] = frozenset()  # what the consumer reads now
         self._want: frozenset[int] | None = None
         self._applied: dict[int, int] = {}  # partition -> next offset not yet applied
+        self._committed: dict[int, int] = {}  # partition -> what the group holds for it
         self._high: dict[int, int] = {}  # partition -> high watermark last seen
         self._lock = threading.Lock()
         self._slots = threading.Semaphore(in_flight)
@@ -252,6 +253,7 @@ class TelemetryReader:
             self._applied = {p: max(0, starts.get(p, 0)) for p in want} | {
                 p: o for p, o in self._applied.items() if p in want
             }
+            self._committed = dict(self._applied)  # kept ones were committed just above
         log.info("telemetry reader partitions=%s", sorted(want))
 
     def _faust_offsets(self, tps: list[TopicPartition]) -> dict[int, int]:
@@ -267,15 +269,18 @@ class TelemetryReader:
             probe.close()
 
     def _commit(self, c: Any) -> None:
+        """Commit what was applied since the last commit (an idle lane sends nothing)."""
         with self._lock:
-            offsets = [
-                TopicPartition(NODE_TELEMETRY, p, o) for p, o in self._applied.items() if o > 0
-            ]
-        if offsets:
-            try:
-                c.commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:
-                log.warning("telemetry reader commit failed: %s", exc)
+            due = {p: o for p, o in self._applied.items() if o > self._committed.get(p, 0)}
+        if not due:
+            return
+        try:
+            c.commit(offsets=[TopicPartition(NODE_TELEMETRY, p, o) for p, o in due.items()],
+                     asynchronous=False)  # fmt: skip
+        except KafkaException as exc:
+            log.warning("telemetry reader commit failed: %s", exc)
+            return
+        self._committed.update(due)
 
     def _watermarks(self, c: Any) -> None:
         high = {}

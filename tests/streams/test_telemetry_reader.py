@@ -76,3 +76,25 @@ def test_a_reader_thread_that_stopped_makes_the_worker_not_live(tmp_path: Path) 
     ended.join()
     reader._thread, reader.error = ended, "KafkaException: all brokers down"
     assert rt.stalled() == ["telemetry lane stopped: KafkaException: all brokers down"]
+
+
+class Commits:
+    """Records what a consumer was asked to commit."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[int, int]] = []
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> None:
+        self.calls.append({tp.partition: tp.offset for tp in offsets})
+
+
+def test_only_offsets_applied_since_the_last_commit_are_committed(tmp_path: Path) -> None:
+    reader = TelemetryReader(load_config(env={}, data_dir=str(tmp_path)), CODEC)
+    reader.assigned = frozenset({0, 1})
+    c = Commits()
+    reader._applied = {0: 5, 1: 0}
+    reader._commit(c)
+    reader._commit(c)  # nothing new: no request
+    reader._applied[1] = 3
+    reader._commit(c)
+    assert c.calls == [{0: 5}, {1: 3}]
