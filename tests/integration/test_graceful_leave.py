@@ -24,18 +24,27 @@ def test_sigterm_commits_leaves_the_group_and_exits_in_time(
     with cluster(broker, tmp_path, workers=2, fleet="demo", nodes=40, seed=2) as c:
         assert wait_for(lambda: c.split([0, 1]), 120), c.logs()
         leaving = c.workers[1]
-        page = httpx.get(c.url(1, "/consumer/"), timeout=10).json()
-        lane = page.get("telemetry_lane")  # telemetry read beside Faust (the default)
-        group = lane["group"] if lane else c.config.worker.app_id
-        read = (  # telemetry keeps flowing (1 Hz per node): what it had applied just before
-            {int(p): row["applied"] - 1 for p, row in lane["partitions"].items() if row["applied"]}
-            if lane
-            else {
+        page: dict = {}
+
+        def read_now() -> dict[int, int]:
+            """What the leaving worker has applied of telemetry (1 Hz per node) by now."""
+            page.clear()
+            page.update(httpx.get(c.url(1, "/consumer/"), timeout=10).json())
+            lane = page.get("telemetry_lane")  # telemetry read beside Faust (the default)
+            if lane:
+                rows = lane["partitions"].items()
+                return {int(p): row["applied"] - 1 for p, row in rows if row["applied"]}
+            return {
                 int(name.rsplit("/", 1)[1]): row["read_offset"]
                 for name, row in page["partitions"].items()
                 if name.startswith(NODE_TELEMETRY + "/") and row["read_offset"] is not None
             }
-        )
+
+        # the lane follows the new assignment within a timer tick: wait until it has applied
+        assert wait_for(lambda: bool(read_now()), 30), page
+        read = read_now()
+        lane = page.get("telemetry_lane")
+        group = lane["group"] if lane else c.config.worker.app_id
         assert read, page
         bound = c.configs[1].worker.shutdown_timeout_s
         started = time.monotonic()
