@@ -27,6 +27,7 @@ from agents.generate import generate_nodes
 from agents.sim import GpuTwin, TwinGpu
 from agents.spec import FleetSpec, demo_fleet, load_fleet
 from agents.telemetry import gpu_sample, telemetry_event
+from agents.telemetry_columns import TelemetryTick
 from agents.tiers import REALTIME_FIELDS, ReportPlan, TierPolicy, TierScheduler, changed_mask
 
 __all__ = ["Fault", "SimulatedFleet", "demo_fleet", "generate_nodes", "load_fleet"]
@@ -53,6 +54,7 @@ class SimulatedFleet:
         counts = np.array([nd["gpu_count"] for nd in self.nodes], dtype=np.int64)
         self.gpu_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         self.gpu_node = np.repeat(np.arange(len(self.nodes)), counts)
+        self._has_gpus = counts > 0
         offsets = {r.name: r.utc_offset_h for r in spec.regions}
         self.node_offset_h = np.array([offsets.get(nd["region"], 0.0) for nd in self.nodes])
         self.node_load = self.rng.uniform(0.55, 1.0, len(self.nodes))
@@ -176,6 +178,10 @@ class SimulatedFleet:
 
     def telemetry_events(self, now_ms: int) -> list[dict]:
         """Advance to `now_ms` and return the NodeTelemetry events due, as the agents would."""
+        return self.telemetry_tick(now_ms).events()
+
+    def telemetry_tick(self, now_ms: int) -> TelemetryTick:
+        """`telemetry_events`, kept as columns (`agents.telemetry_columns`) for a fast writer."""
         self.step(now_ms)
         t = self.twin
         cur = {
@@ -192,9 +198,14 @@ class SimulatedFleet:
         by_node: dict[int, list[int]] = {}
         for g, nd in zip(changed_idx.tolist(), self.gpu_node[changed_idx].tolist(), strict=True):
             by_node.setdefault(nd, []).append(g - int(self.gpu_start[nd]))
-        cols = _columns(t)
+        tick = TelemetryTick(now_ms, self.nodes, _columns(t))
+        any_healthy = np.zeros(len(self.nodes), bool)
+        if t.n:
+            any_healthy[self._has_gpus] = np.logical_or.reduceat(
+                t.healthy, self.gpu_start[self._has_gpus]
+            )
+        node_healthy = any_healthy.tolist()
         now_s = now_ms / 1000.0
-        events: list[dict] = []
         sent: list[int] = []
         for i, nd in enumerate(self.nodes):
             if self.down and nd["node_id"] in self.down:
@@ -203,28 +214,36 @@ class SimulatedFleet:
             if plan is None:
                 continue
             base = int(self.gpu_start[i])
-            gpus = []
+            sent.extend(base + k for k in plan.gpu_indices)
             xids = t.pending_xid  # usually empty: skip the per-GPU lookup
-            for k in plan.gpu_indices:
-                gpus.append(gpu_sample(k, base + k, cols, t.take_xids(base + k) if xids else []))
-                sent.append(base + k)
-            events.extend(self._node_events(i, nd, now_ms, plan, gpus))
+            if plan.tier is not None:
+                if xids and any(base + k in xids for k in plan.gpu_indices):
+                    tick.extra.append(self._xid_event(i, nd, now_ms, plan, node_healthy[i]))
+                else:
+                    tick.add(i, plan.tier, plan.full_snapshot, node_healthy[i], base,
+                             plan.gpu_indices)  # fmt: skip
+            tick.extra.extend(self._node_events(i, nd, now_ms, plan))
         if sent:
             idx = np.array(sent)
             for f in REALTIME_FIELDS:
                 self._sent[f][idx] = cur[f][idx]
-        return events
+        return tick
 
-    def _node_events(
-        self, i: int, nd: dict, now_ms: int, plan: ReportPlan, gpus: list[dict]
-    ) -> list[dict]:
+    def _xid_event(self, i: int, nd: dict, now_ms: int, plan: ReportPlan, healthy: bool) -> dict:
+        """A real-time report carrying XIDs (rare: not written as columns)."""
+        assert plan.tier is not None
+        base = int(self.gpu_start[i])
+        rows = [base + k for k in plan.gpu_indices]
+        cols = {f: v[rows].tolist() for f, v in _columns(self.twin).items()}
+        gpus = [gpu_sample(k, j, cols, self.twin.take_xids(base + k))
+                for j, k in enumerate(plan.gpu_indices)]  # fmt: skip
+        return telemetry_event(nd["node_id"], nd["region"], now_ms, plan.tier,
+                               plan.full_snapshot, gpus, node_healthy=healthy)  # fmt: skip
+
+    def _node_events(self, i: int, nd: dict, now_ms: int, plan: ReportPlan) -> list[dict]:
+        """The NEARLINE and SLOW reports due with `plan` (the real-time one goes as columns)."""
         node_id, region = nd["node_id"], nd["region"]
-        lo = int(self.gpu_start[i])
-        healthy = bool(self.twin.healthy[lo : lo + nd["gpu_count"]].any())
         out = []
-        if plan.tier is not None:
-            out.append(telemetry_event(node_id, region, now_ms, plan.tier, plan.full_snapshot,
-                                       gpus, node_healthy=healthy))  # fmt: skip
         if plan.nearline:
             busy = float(self.twin.busy[self.gpu_start[i] : self.gpu_start[i] + nd["gpu_count"]]
                          .mean())  # fmt: skip
@@ -252,20 +271,20 @@ class SimulatedFleet:
                                energy_j=round(spent, 1), perf_per_watt=ppw)  # fmt: skip
 
 
-def _columns(t: GpuTwin) -> dict[str, list]:
-    """Per-GPU readings as Python lists, rounded once per tick (cheap to index per node)."""
+def _columns(t: GpuTwin) -> dict[str, np.ndarray]:
+    """Per-GPU readings as the events carry them (rounded and typed once per tick)."""
     link = t.nvlink_mbps()
     return {
-        "healthy": t.healthy.tolist(),
-        "util_pct": np.round(t.util, 1).tolist(),
-        "mem_used_mib": t.mem_used.astype(np.int64).tolist(),
-        "mem_bw_util_pct": np.round(t.util * t.job_bw, 1).tolist(),
-        "nvlink_tx_mbps": np.round(link, 1).tolist(),
-        "nvlink_rx_mbps": np.round(link * 0.97, 1).tolist(),
-        "temperature_c": np.round(t.temperature, 1).tolist(),
-        "power_w": np.round(t.power, 1).tolist(),
-        "sm_clock_mhz": t.clock.astype(np.int64).tolist(),
-        "throttle_reasons": t.throttle.tolist(),
-        "ecc_errors": t.ecc.tolist(),
-        "perf_factor": np.round(t.perf, 3).tolist(),
+        "healthy": t.healthy.astype(bool),
+        "util_pct": np.round(t.util, 1),
+        "mem_used_mib": t.mem_used.astype(np.int64),
+        "mem_bw_util_pct": np.round(t.util * t.job_bw, 1),
+        "nvlink_tx_mbps": np.round(link, 1),
+        "nvlink_rx_mbps": np.round(link * 0.97, 1),
+        "temperature_c": np.round(t.temperature, 1),
+        "power_w": np.round(t.power, 1),
+        "sm_clock_mhz": t.clock.astype(np.int64),
+        "throttle_reasons": t.throttle.astype(np.int64),
+        "ecc_errors": t.ecc.astype(np.int64),
+        "perf_factor": np.round(t.perf, 3),
     }

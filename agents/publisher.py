@@ -21,6 +21,7 @@ from confluent_kafka import KafkaException, Producer
 
 from agents.errors import PublishError
 from agents.fleet import SimulatedFleet
+from agents.telemetry_columns import TelemetryTick, TelemetryWriter, fits
 from infra.config import Config
 from infra.kafka import producer as make_producer
 from infra.topics import (
@@ -29,7 +30,7 @@ from infra.topics import (
     NODE_INVENTORY,
     NODE_TELEMETRY,
 )
-from schemas.codec import Codec, make_codec
+from schemas.codec import Codec, SingleObjectCodec, make_codec
 
 __all__ = ["EventPublisher", "PublishStats", "run_fleet"]
 
@@ -78,6 +79,15 @@ class EventPublisher:
         self.partitions = self._partition_counts()
         self.stats = PublishStats()
         self._since_poll = 0
+        self._writer = self._telemetry_writer()
+
+    def _telemetry_writer(self) -> TelemetryWriter | None:
+        """Columnar NodeTelemetry writing, when the codec writes single-object Avro (the
+        embedded default) with the schema the writer knows; else every event goes as a dict."""
+        if not isinstance(self.codec, SingleObjectCodec):
+            return None
+        schema = self.codec.schemas.get("NodeTelemetry")
+        return TelemetryWriter(schema) if fits(schema) else None
 
     def _new_producer(self) -> Producer:
         return make_producer(
@@ -124,6 +134,30 @@ class EventPublisher:
         self.stats.bytes += size
         self.stats.by_topic[topic] = self.stats.by_topic.get(topic, 0) + n
         return n
+
+    def publish_telemetry(self, tick: TelemetryTick) -> int:
+        """Produce one tick of a fleet's NodeTelemetry; returns how many events were sent."""
+        if self._writer is None:
+            return self.publish(NODE_TELEMETRY, tick.events())
+        parts = self.partitions[NODE_TELEMETRY]
+        partition = self.config.kafka.partitioner(parts)
+        part_of: dict[str, int] = {}
+        size = 0
+        for e, value in enumerate(self._writer.bodies(tick)):
+            nd = tick.nodes[tick.node[e]]
+            region = nd["region"]
+            p = part_of.get(region)
+            if p is None:
+                p = part_of[region] = partition(region)
+            self._produce(NODE_TELEMETRY, value, nd["node_id"], {"partition": p})
+            size += len(value)
+        for tier in tick.tier:
+            self.stats.by_tier[tier] = self.stats.by_tier.get(tier, 0) + 1
+        n = len(tick.node)
+        self.stats.events += n
+        self.stats.bytes += size
+        self.stats.by_topic[NODE_TELEMETRY] = self.stats.by_topic.get(NODE_TELEMETRY, 0) + n
+        return n + self.publish(NODE_TELEMETRY, tick.extra)
 
     def _produce(self, topic: str, value: bytes, key: str, kwargs: dict[str, Any]) -> None:
         while True:
@@ -186,7 +220,7 @@ def run_fleet(
         if now >= due["link"]:
             pub.publish(LINK_TELEMETRY, fleet.link_events(now_ms))
             due["link"] = now + link_every_s
-        pub.publish(NODE_TELEMETRY, fleet.telemetry_events(now_ms))
+        pub.publish_telemetry(fleet.telemetry_tick(now_ms))
         pub.producer.poll(0)
         pub.stats.ticks += 1
         next_tick += period

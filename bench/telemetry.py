@@ -82,6 +82,9 @@ def main() -> None:
         cpu_s = clock.cpu_s()
         stop.set()
         pub.join()
+        # after the publisher has flushed: has every event it ever sent been ingested?
+        published_total = publisher.stats.by_topic.get(NODE_TELEMETRY, 0)
+        ingested_total = _drained(url, published_total, timeout_s=30.0)
         stack.check_worker()
     ingested = last["events"].get("telemetry", 0) - first["events"].get("telemetry", 0)
     published = stats[0]
@@ -95,6 +98,10 @@ def main() -> None:
         "lag_p50_ms": round(last["telemetry_lag_ms"]["p50"], 1),
         "lag_p99_ms": round(last["telemetry_lag_ms"]["p99"], 1),
         "late_publisher_ticks": published.late_ticks,
+        # every NodeTelemetry of the run, counted once the publisher had flushed and the
+        # worker had caught up (or 30 s had passed)
+        "published_total": published_total,
+        "ingested_total": ingested_total,
         "seconds": args.seconds,
         "history_sink": config.store.enabled,
         "cpu_pct": {k: round(v / elapsed * 100, 1) for k, v in cpu_s.items()},
@@ -112,6 +119,16 @@ def main() -> None:
 
 def _metrics(url: str) -> dict:
     return httpx.get(url, timeout=10).json()
+
+
+def _drained(url: str, published: int, timeout_s: float) -> int:
+    """The worker's ingested NodeTelemetry count once it reaches `published` (or time is up)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ingested = int(_metrics(url)["events"].get("telemetry", 0))
+        if ingested >= published or time.monotonic() > deadline:
+            return ingested
+        time.sleep(0.5)
 
 
 if __name__ == "__main__":
