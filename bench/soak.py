@@ -194,6 +194,9 @@ def main() -> None:
         "nodes": args.nodes,
         "mean_duration_s": args.mean_duration_s,
         "offered_load": round(load, 2),
+        # the worker forgets decided jobs this long after their decision (GPUFLOW_WORKER_HORIZON_S):
+        # its memory grows for this long, then holds
+        "worker_horizon_s": config.worker.horizon_s,
         "jobs_submitted": sent,
         "jobs_decided": len(clock.submitted),
         "per_minute": rows,
