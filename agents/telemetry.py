@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["GPU_FIELDS", "gpu_sample", "telemetry_event"]
+__all__ = ["GPU_FIELDS", "SCHEMA", "gpu_sample", "telemetry_event"]
+
+SCHEMA = 1  # the `schema` field every NodeTelemetry carries
 
 GPU_FIELDS = (
     "healthy",
@@ -65,7 +67,7 @@ def telemetry_event(
     return {
         "event_id": f"{node_id}:{now_ms}:{tier[0]}",
         "ts": now_ms,
-        "schema": 1,
+        "schema": SCHEMA,
         "node_id": node_id,
         "region": region,
         "tier": tier,

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from agents.telemetry import GPU_FIELDS, gpu_sample, telemetry_event
+from agents.telemetry import GPU_FIELDS, SCHEMA, gpu_sample, telemetry_event
 from schemas.codec import MAGIC
 from schemas.registry import EventSchema
 
@@ -237,7 +237,7 @@ class TelemetryWriter:
         """One encoded NodeTelemetry per columnar event of `tick`, in order."""
         samples, offsets = self._gpu_samples(tick)
         starts = offsets.tolist()
-        ts = _varint(tick.now_ms) + _varint(1)  # ts, then schema = 1
+        ts = _varint(tick.now_ms) + _varint(SCHEMA)  # the ts field, then the schema field
         flags = {(t, f, h): bytes([2 * TIERS.index(t), f, h])
                  for t in TIERS for f in (False, True) for h in (False, True)}  # fmt: skip
         header, tail, now = self.header, self._tail, tick.now_ms

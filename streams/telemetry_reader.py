@@ -16,6 +16,12 @@ report twice changes nothing (a report older than the last one applied is ignore
 
 At most `in_flight` batches wait for the loop: a worker behind on telemetry stops fetching
 instead of buffering without bound.
+
+A log that ends before an offset the lane has applied was replaced (the embedded broker's
+`memory://` storage, restarted). The lane is an assigned consumer, not a group member, so
+nothing would move it: it would wait at its old offset for ever (Tansu answers an empty fetch,
+not OFFSET_OUT_OF_RANGE), and every node would go stale. It reads such a partition again
+from its start instead.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ class RawBatch:
     offsets: npt.NDArray[np.int64]
     taken: npt.NDArray[np.bool_]  # latest-schema NodeTelemetry by its header
     columns: TelemetryBatch | None  # one row per taken message, in order
+    generation: int = 0  # the reader's count of rewinds when it was fetched
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -115,6 +122,9 @@ class TelemetryReader:
         self._applied: dict[int, int] = {}  # partition -> next offset not yet applied
         self._committed: dict[int, int] = {}  # partition -> what the group holds for it
         self._high: dict[int, int] = {}  # partition -> high watermark last seen
+        self._generation = 0  # rewinds so far
+        self._rewound: dict[int, int] = {}  # partition -> generation of its last rewind
+        self.rewinds = 0
         self._lock = threading.Lock()
         self._slots = threading.Semaphore(in_flight)
         self._stop = threading.Event()
@@ -144,7 +154,9 @@ class TelemetryReader:
         with self._lock:
             applied = self._applied
             for partition, offset in batch.next_offsets().items():
-                if partition in self.assigned:
+                # a batch fetched from a log replaced since says nothing of the new one
+                stale = batch.generation < self._rewound.get(partition, 0)
+                if partition in self.assigned and not stale:
                     applied[partition] = max(applied.get(partition, 0), offset)
         self._slots.release()
 
@@ -156,15 +168,16 @@ class TelemetryReader:
             }
 
     def positions(self) -> dict[str, Any]:
-        """For `/consumer/`: the lane's group and, per partition, the next offset to apply
-        (what a commit covers) and the messages behind it."""
+        """For `/consumer/`: the lane's group, per partition the next offset to apply (what a
+        commit covers) and the messages behind it, and how often a replaced log was re-read."""
         lag = self.lag()
         with self._lock:
             rows = {
                 str(p): {"applied": self._applied.get(p, 0), "lag": lag.get(p, 0)}
                 for p in sorted(self.assigned)
             }
-        return {"group": self.group, "partitions": rows, "error": self.error}
+        return {"group": self.group, "partitions": rows, "error": self.error,
+                "rewinds": self.rewinds}  # fmt: skip
 
     @property
     def started(self) -> bool:
@@ -185,8 +198,8 @@ class TelemetryReader:
                     c = consumer(self.kafka, self.group, **{"enable.partition.eof": False})
                 self._reassign(c)
                 if time.monotonic() - last_commit >= _COMMIT_EVERY_S:
+                    self._watermarks(c)  # first: a replaced log must not get old offsets
                     self._commit(c)
-                    self._watermarks(c)
                     last_commit = time.monotonic()
                 if not self.assigned or not self._slots.acquire(timeout=0.1):
                     self._stop.wait(0.05 if not self.assigned else 0)
@@ -230,6 +243,7 @@ class TelemetryReader:
                 "telemetry reader: column decode failed; %d messages go one by one", len(good)
             )
             batch = RawBatch.of(good, None)
+        batch.generation = self._generation
         assert self._loop is not None and self.batches is not None
         self._loop.call_soon_threadsafe(self.batches.put_nowait, batch)
 
@@ -290,3 +304,42 @@ class TelemetryReader:
                 high[p] = int(end)
         with self._lock:
             self._high.update(high)
+            behind = {p: e for p, e in high.items() if e < self._applied.get(p, 0)}
+        if behind:
+            self._rewind_replaced(c, behind)
+
+    def _rewind_replaced(self, c: Any, behind: dict[int, int]) -> None:
+        """Read again from their start the partitions whose log now ends before what was
+        applied (asked again of the broker first: a cached end can be behind)."""
+        replaced = {}
+        for p in behind:
+            _, end = c.get_watermark_offsets(TopicPartition(NODE_TELEMETRY, p), timeout=5)
+            with self._lock:
+                applied = self._applied.get(p, 0)
+            if end is not None and 0 <= end < applied:
+                replaced[p] = (int(end), applied)
+        if not replaced:
+            return
+        for p, (end, applied) in sorted(replaced.items()):
+            log.error(
+                "telemetry lane: %s/%d ends at offset %d but this worker applied up to %d there: "
+                "the broker's log was replaced (a memory:// broker restarted?); reading it again "
+                "from its start",
+                NODE_TELEMETRY,
+                p,
+                end,
+                applied,
+            )
+        with self._lock:
+            self._generation += 1
+            self.rewinds += 1
+            for p in replaced:
+                self._applied[p] = self._committed[p] = self._high[p] = 0
+                self._rewound[p] = self._generation
+        starts = [TopicPartition(NODE_TELEMETRY, p, OFFSET_BEGINNING) for p in sorted(replaced)]
+        try:
+            for tp in starts:
+                c.seek(tp)
+        except KafkaException:  # not fetching yet: assign again, the others where they are
+            kept = [tp for tp in c.position(c.assignment()) if tp.partition not in replaced]
+            c.assign(kept + starts)

@@ -9,6 +9,7 @@ running, the worker's memory says otherwise, and the worker trusts its memory.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import httpx
@@ -23,6 +24,8 @@ from harness import (
     wait_for,
 )
 
+from agents import SimulatedFleet, TierPolicy, run_fleet
+from agents.publisher import EventPublisher
 from infra.broker import EmbeddedBroker
 from infra.config import Config
 from infra.topics import DECISIONS_PLACEMENT
@@ -39,6 +42,24 @@ def _health(run: Running) -> dict[str, Any]:
         return httpx.get(url, timeout=5).json()
     except (httpx.HTTPError, ValueError):
         return {}
+
+
+def _page(run: Running, page: str) -> dict[str, Any]:
+    url = f"http://{run.config.worker.web_host}:{run.config.worker.web_port}/{page}/"
+    try:
+        return httpx.get(url, timeout=5).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+
+
+def _telemetry_read(run: Running) -> int:
+    return int(_page(run, "metrics").get("events", {}).get("telemetry", -1))
+
+
+def _lane_applied(run: Running) -> dict[str, int]:
+    """Per partition, the next NodeTelemetry offset the worker's telemetry lane will apply."""
+    rows = _page(run, "consumer").get("telemetry_lane", {}).get("partitions", {})
+    return {p: int(row["applied"]) for p, row in rows.items()}
 
 
 def _outcomes(reader: TopicReader, job_id: str) -> list[str]:
@@ -58,6 +79,17 @@ def test_memory_broker_restart_is_detected_and_nothing_is_promised_twice(
         reader.close()
         assert wait_for(lambda: _health(run)["dependencies"]["broker"]["state"] == "ok", 10)
 
+        # a log long enough that the new one, after the loss, stays below its offsets for the
+        # rest of the test: 30 ticks of full snapshots from the 16 nodes (480 reports)
+        burst = SimulatedFleet(run.fleet.spec, run.fleet.nodes, seed=5,
+                               policy=TierPolicy(full_snapshot_s=1e-3))  # fmt: skip
+        publisher, now_ms = EventPublisher(run.config), int(time.time() * 1000)
+        floor = sum(_lane_applied(run).values())
+        for k in range(30):
+            publisher.publish_telemetry(burst.telemetry_tick(now_ms - (30 - k) * 1000))
+        publisher.flush()
+        assert wait_for(lambda: sum(_lane_applied(run).values()) >= floor + 480, 60)
+        applied_before = _lane_applied(run)
         broker.stop()  # memory:// storage: every topic, record and commit is gone
         broker.start()
         assert wait_for(
@@ -74,6 +106,19 @@ def test_memory_broker_restart_is_detected_and_nothing_is_promised_twice(
         )
         log = run.worker.log_path.read_text(errors="replace")
         assert "BROKER LOST ITS LOG" in log and "refusing to rebuild" in log
+
+        # the agents are restarted (their idempotent producers stop delivering after such a
+        # loss, docs/reliability.md) and report into the new log; the telemetry lane (an
+        # assigned consumer, not a group member: nothing else moves it off offsets the new
+        # log does not have) reads that log from its start instead of waiting at its old
+        # offsets until the new log passes them
+        run.spawn(run_fleet, run.config, SimulatedFleet(run.fleet.spec, run.fleet.nodes, seed=4))
+        read = _telemetry_read(run)
+        assert wait_for(lambda: _telemetry_read(run) >= read + 16, 60), run.worker.log_tail()
+        after = _lane_applied(run)
+        assert sum(after.values()) < sum(applied_before.values()), (applied_before, after)
+        assert _page(run, "consumer")["telemetry_lane"]["rewinds"] >= 1
+        assert "reading it again from its start" in run.worker.log_path.read_text(errors="replace")
 
         # it carries on: new submissions are decided once the topics are back (the first
         # sends after the loss may fail while the worker's producer catches up)
