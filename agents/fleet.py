@@ -218,7 +218,7 @@ class SimulatedFleet:
             xids = t.pending_xid  # usually empty: skip the per-GPU lookup
             if plan.tier is not None:
                 if xids and any(base + k in xids for k in plan.gpu_indices):
-                    tick.extra.append(self._xid_event(i, nd, now_ms, plan, node_healthy[i]))
+                    tick.extra.append(self._xid_event(tick, i, plan, node_healthy[i]))
                 else:
                     tick.add(i, plan.tier, plan.full_snapshot, node_healthy[i], base,
                              plan.gpu_indices)  # fmt: skip
@@ -229,15 +229,15 @@ class SimulatedFleet:
                 self._sent[f][idx] = cur[f][idx]
         return tick
 
-    def _xid_event(self, i: int, nd: dict, now_ms: int, plan: ReportPlan, healthy: bool) -> dict:
-        """A real-time report carrying XIDs (rare: not written as columns)."""
+    def _xid_event(self, tick: TelemetryTick, i: int, plan: ReportPlan, healthy: bool) -> dict:
+        """Node i's real-time report carrying XIDs (rare: written as a dict, not as columns)."""
         assert plan.tier is not None
-        base = int(self.gpu_start[i])
+        base, nd = int(self.gpu_start[i]), self.nodes[i]
         rows = [base + k for k in plan.gpu_indices]
-        cols = {f: v[rows].tolist() for f, v in _columns(self.twin).items()}
+        cols = {f: v[rows].tolist() for f, v in tick.columns.items()}
         gpus = [gpu_sample(k, j, cols, self.twin.take_xids(base + k))
                 for j, k in enumerate(plan.gpu_indices)]  # fmt: skip
-        return telemetry_event(nd["node_id"], nd["region"], now_ms, plan.tier,
+        return telemetry_event(nd["node_id"], nd["region"], tick.now_ms, plan.tier,
                                plan.full_snapshot, gpus, node_healthy=healthy)  # fmt: skip
 
     def _node_events(self, i: int, nd: dict, now_ms: int, plan: ReportPlan) -> list[dict]:

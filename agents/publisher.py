@@ -112,52 +112,48 @@ class EventPublisher:
     def publish(self, topic: str, events: Iterable[dict[str, Any]]) -> int:
         """Encode and produce each event; returns how many were handed over."""
         name, key_field = _EVENT[topic], _KEY_FIELD[topic]
-        parts = self.partitions.get(topic)
-        part_of: dict[str, int] = {}
         encode = self.codec.encode
-        n = size = 0
-        for ev in events:
-            value = encode(name, ev, topic=topic)
-            kwargs: dict[str, Any] = {}
-            if parts is not None:
-                region = ev["region"]
-                p = part_of.get(region)
-                if p is None:
-                    p = part_of[region] = self.config.kafka.partitioner(parts)(region)
-                kwargs["partition"] = p
-            self._produce(topic, value, ev[key_field], kwargs)
-            n += 1
-            size += len(value)
-            if topic == NODE_TELEMETRY:
-                self.stats.by_tier[ev["tier"]] = self.stats.by_tier.get(ev["tier"], 0) + 1
-        self.stats.events += n
-        self.stats.bytes += size
-        self.stats.by_topic[topic] = self.stats.by_topic.get(topic, 0) + n
-        return n
+        regional, telemetry = topic in _REGION_KEYED, topic == NODE_TELEMETRY
+        return self._send(topic, (
+            (encode(name, ev, topic=topic), ev[key_field], ev["region"] if regional else "",
+             ev["tier"] if telemetry else "")
+            for ev in events
+        ))  # fmt: skip
 
     def publish_telemetry(self, tick: TelemetryTick) -> int:
         """Produce one tick of a fleet's NodeTelemetry; returns how many events were sent."""
         if self._writer is None:
             return self.publish(NODE_TELEMETRY, tick.events())
-        parts = self.partitions[NODE_TELEMETRY]
-        partition = self.config.kafka.partitioner(parts)
+        nodes = (tick.nodes[i] for i in tick.node)
+        columnar = self._send(NODE_TELEMETRY, (
+            (value, nd["node_id"], nd["region"], tier)
+            for value, nd, tier in zip(self._writer.bodies(tick), nodes, tick.tier, strict=True)
+        ))  # fmt: skip
+        return columnar + self.publish(NODE_TELEMETRY, tick.extra)
+
+    def _send(self, topic: str, messages: Iterable[tuple[bytes, str, str, str]]) -> int:
+        """Produce (value, key, region, tier) messages: a region-keyed topic's to the region's
+        partition; count them (and NodeTelemetry by tier). How many were handed over."""
+        parts = self.partitions.get(topic)
         part_of: dict[str, int] = {}
-        size = 0
-        for e, value in enumerate(self._writer.bodies(tick)):
-            nd = tick.nodes[tick.node[e]]
-            region = nd["region"]
-            p = part_of.get(region)
-            if p is None:
-                p = part_of[region] = partition(region)
-            self._produce(NODE_TELEMETRY, value, nd["node_id"], {"partition": p})
+        by_tier = self.stats.by_tier
+        n = size = 0
+        for value, key, region, tier in messages:
+            kwargs: dict[str, Any] = {}
+            if parts is not None:
+                p = part_of.get(region)
+                if p is None:
+                    p = part_of[region] = self.config.kafka.partitioner(parts)(region)
+                kwargs["partition"] = p
+            self._produce(topic, value, key, kwargs)
+            n += 1
             size += len(value)
-        for tier in tick.tier:
-            self.stats.by_tier[tier] = self.stats.by_tier.get(tier, 0) + 1
-        n = len(tick.node)
+            if tier:
+                by_tier[tier] = by_tier.get(tier, 0) + 1
         self.stats.events += n
         self.stats.bytes += size
-        self.stats.by_topic[NODE_TELEMETRY] = self.stats.by_topic.get(NODE_TELEMETRY, 0) + n
-        return n + self.publish(NODE_TELEMETRY, tick.extra)
+        self.stats.by_topic[topic] = self.stats.by_topic.get(topic, 0) + n
+        return n
 
     def _produce(self, topic: str, value: bytes, key: str, kwargs: dict[str, Any]) -> None:
         while True:

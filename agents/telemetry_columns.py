@@ -51,6 +51,9 @@ _GPU_FIELDS = (
     ("perf_factor", "float"),
 )  # fmt: skip
 _FLOATS = ("mem_bw_util_pct", "nvlink_tx_mbps", "nvlink_rx_mbps", "temperature_c", "power_w")
+# (tier, full_snapshot, node_healthy) -> the enum index and the two booleans, as written
+_FLAGS = {(t, f, h): bytes([2 * TIERS.index(t), f, h])
+          for t in TIERS for f in (False, True) for h in (False, True)}  # fmt: skip
 
 
 @dataclass
@@ -238,15 +241,13 @@ class TelemetryWriter:
         samples, offsets = self._gpu_samples(tick)
         starts = offsets.tolist()
         ts = _varint(tick.now_ms) + _varint(SCHEMA)  # the ts field, then the schema field
-        flags = {(t, f, h): bytes([2 * TIERS.index(t), f, h])
-                 for t in TIERS for f in (False, True) for h in (False, True)}  # fmt: skip
         header, tail, now = self.header, self._tail, tick.now_ms
         out, at = [], 0
         for e, i in enumerate(tick.node):
             n, tier = tick.count[e], tick.tier[e]
             node_id, region = tick.nodes[i]["node_id"], tick.nodes[i]["region"]
             parts = [header, _string(f"{node_id}:{now}:{tier[0]}"), ts, self._node(node_id, region),
-                     flags[tier, tick.full[e], tick.healthy[e]]]  # fmt: skip
+                     _FLAGS[tier, tick.full[e], tick.healthy[e]]]  # fmt: skip
             if n:
                 parts += [_varint(n), samples[starts[at] : starts[at + n]], b"\x00"]
                 at += n

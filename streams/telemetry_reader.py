@@ -72,7 +72,7 @@ class RawBatch:
     offsets: npt.NDArray[np.int64]
     taken: npt.NDArray[np.bool_]  # latest-schema NodeTelemetry by its header
     columns: TelemetryBatch | None  # one row per taken message, in order
-    generation: int = 0  # the reader's count of rewinds when it was fetched
+    rewinds: int = 0  # the reader's rewinds when it was fetched
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -122,9 +122,8 @@ class TelemetryReader:
         self._applied: dict[int, int] = {}  # partition -> next offset not yet applied
         self._committed: dict[int, int] = {}  # partition -> what the group holds for it
         self._high: dict[int, int] = {}  # partition -> high watermark last seen
-        self._generation = 0  # rewinds so far
-        self._rewound: dict[int, int] = {}  # partition -> generation of its last rewind
-        self.rewinds = 0
+        self.rewinds = 0  # replaced logs read again from their start
+        self._rewound: dict[int, int] = {}  # partition -> `rewinds` after its last rewind
         self._lock = threading.Lock()
         self._slots = threading.Semaphore(in_flight)
         self._stop = threading.Event()
@@ -155,7 +154,7 @@ class TelemetryReader:
             applied = self._applied
             for partition, offset in batch.next_offsets().items():
                 # a batch fetched from a log replaced since says nothing of the new one
-                stale = batch.generation < self._rewound.get(partition, 0)
+                stale = batch.rewinds < self._rewound.get(partition, 0)
                 if partition in self.assigned and not stale:
                     applied[partition] = max(applied.get(partition, 0), offset)
         self._slots.release()
@@ -243,7 +242,7 @@ class TelemetryReader:
                 "telemetry reader: column decode failed; %d messages go one by one", len(good)
             )
             batch = RawBatch.of(good, None)
-        batch.generation = self._generation
+        batch.rewinds = self.rewinds
         assert self._loop is not None and self.batches is not None
         self._loop.call_soon_threadsafe(self.batches.put_nowait, batch)
 
@@ -331,11 +330,10 @@ class TelemetryReader:
                 applied,
             )
         with self._lock:
-            self._generation += 1
             self.rewinds += 1
             for p in replaced:
                 self._applied[p] = self._committed[p] = self._high[p] = 0
-                self._rewound[p] = self._generation
+                self._rewound[p] = self.rewinds
         starts = [TopicPartition(NODE_TELEMETRY, p, OFFSET_BEGINNING) for p in sorted(replaced)]
         try:
             for tp in starts:
