@@ -1,7 +1,10 @@
 """The embedded stack: broker, worker process, simulated fleet, executor twin and job generator.
 
 Every process this module starts is stopped by PID on exit (SIGTERM, then SIGKILL), and every
-thread is told to stop and joined, so `gpuflow up` leaves nothing behind.
+thread is told to stop and joined, so `gpuflow up` leaves nothing behind. Used as a context
+manager from the main thread, a stack also turns a SIGTERM to its own process (a bench or test
+run stopped by `kill` or a CI timeout) into KeyboardInterrupt, so the exit still stops what it
+started instead of leaving the broker and worker running.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -91,6 +95,7 @@ class Stack:
         self.workers: list[WorkerProcess] = []
         self.stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._sigterm: Any = None  # the handler __enter__ replaced, restored by __exit__
 
     @property
     def worker(self) -> WorkerProcess | None:
@@ -145,12 +150,32 @@ class Stack:
             self.broker.stop()
 
     def __enter__(self) -> Stack:
-        return self.start()
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # nobody else handles it
+            self._sigterm = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            self._restore_sigterm()
+            raise
 
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            self._restore_sigterm()
+
+    def _restore_sigterm(self) -> None:
+        if self._sigterm is not None:
+            signal.signal(signal.SIGTERM, self._sigterm)
+            self._sigterm = None
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def worker_config(cfg: Config, index: int) -> Config:
