@@ -189,3 +189,22 @@ def test_recent_ids_trim_in_one_go_to_the_newest() -> None:
     ids.add("10")
     assert len(ids) == 8 and "2" not in ids and "3" in ids and "10" in ids
     assert ids.isdisjoint(["a", "b"]) and not ids.isdisjoint(["a", "5"])
+
+
+def test_recent_ids_forget_by_age_as_well_as_by_count() -> None:
+    now = [0.0]
+    ids = RecentIds(capacity=1000, window_s=60, clock=lambda: now[0])
+    ids.update(["a", "b"])
+    now[0] = 59.0
+    ids.add("c")
+    assert {"a", "b", "c"} <= {e for e in "abc" if e in ids}  # all within the window
+    now[0] = 61.0
+    ids.add("d")  # a, b, c now the older generation: still known
+    assert "a" in ids and "d" in ids and len(ids) == 4
+    now[0] = 122.0
+    ids.add("e")  # the generation holding a, b, c is dropped whole
+    assert "a" not in ids and "c" not in ids and "d" in ids and "e" in ids
+    assert not ids.isdisjoint({"d"}) and ids.isdisjoint({"a", "b", "c"})
+    now[0] = 500.0
+    ids.add("f")  # after a quiet spell of more than two windows nothing old is kept
+    assert "d" not in ids and "e" not in ids and len(ids) == 1
