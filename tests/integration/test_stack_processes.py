@@ -1,5 +1,6 @@
-"""A process holding an embedded stack that is stopped with SIGTERM (a bench killed by `kill`
-or a CI timeout) still stops the broker and worker it started, by PID."""
+"""The processes an embedded stack starts: the worker runs with two malloc arenas unless the user
+chose otherwise, and a holder stopped with SIGTERM (a bench killed by `kill` or a CI timeout)
+still stops the broker and worker it started, by PID."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.integration
-def test_sigterm_to_the_holder_stops_broker_and_worker(tmp_path: Path) -> None:
+def test_worker_env_and_sigterm_to_the_holder_stops_broker_and_worker(tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, str(tmp_path / "data")],
@@ -45,6 +46,9 @@ def test_sigterm_to_the_holder_stops_broker_and_worker(tmp_path: Path) -> None:
         line = holder.stdout.readline()  # once the stack is up
         pids = [int(p) for p in line.split()]
         assert len(pids) == 2 and all(_alive(p) for p in pids), line
+        environ = Path(f"/proc/{pids[1]}/environ").read_bytes().split(b"\0")
+        expected = os.environ.get("MALLOC_ARENA_MAX", "2").encode()
+        assert b"MALLOC_ARENA_MAX=" + expected in environ
         holder.send_signal(signal.SIGTERM)
         assert holder.wait(timeout=90) != 0  # interrupted, after stopping what it started
         deadline = time.monotonic() + 10
