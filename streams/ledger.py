@@ -58,7 +58,8 @@ class Ledger:
     ended: dict[str, dict[int, tuple[str, int]]] = field(default_factory=dict)  # epoch -> end
     migrated: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # MIGRATED reports
     moves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # MigrationDecisions
-    routed: dict[str, int] = field(default_factory=dict)  # job -> highest routed attempt
+    # job -> (highest routed attempt, when it was written, ms)
+    routed: dict[str, tuple[int, int]] = field(default_factory=dict)
     positions: dict[str, dict[int, Position]] = field(default_factory=dict)
 
     def catch_up(self, kafka: KafkaConfig, codec: Codec, timeout_s: float = 60.0) -> int:
@@ -142,13 +143,22 @@ class Ledger:
 
     def _routed(self, r: dict[str, Any], msg: Message) -> None:
         job_id, attempt = r["job"]["job_id"], int(r["attempt"])
-        if attempt > self.routed.get(job_id, 0):
-            self.routed[job_id] = attempt
+        if attempt > self.routed.get(job_id, (0, 0))[0]:
+            self.routed[job_id] = (attempt, msg.timestamp()[1])
+
+    def attempts(self) -> dict[str, int]:
+        """job -> the highest attempt it was routed at (what a rebuild tells the scheduler)."""
+        return {job: attempt for job, (attempt, _) in self.routed.items()}
 
     def prune(self, now_ms: int, horizon_ms: int, live: Collection[str] = ()) -> int:
         """Forget jobs that are over: refused, or whose placement ended FINISHED or FAILED,
         written more than `horizon_ms` before `now_ms`, unless `live` names them (a worker's
-        table still holds them); how many. What is left is live jobs plus the horizon."""
+        table still holds them); how many. What is left is live jobs plus the horizon.
+
+        Records of a job with no final decision here (an end redelivered after its job was
+        forgotten, a job routed on and never decided) go once the newest of them is older
+        than the horizon, so nothing outlives it for want of a decision to prune it by.
+        """
         cutoff, gone = now_ms - horizon_ms, []
         for job_id, (epoch, outcome, written, _) in self.final.items():
             if job_id in live:
@@ -160,10 +170,30 @@ class Ledger:
                 over = end[1] if end is not None and end[0] in _OVER else now_ms
             if over < cutoff:
                 gone.append(job_id)
+        gone.extend(self._orphans(cutoff, live))
         for job_id in gone:
             for table in self._tables():
                 table.pop(job_id, None)
         return len(gone)
+
+    def _orphans(self, cutoff: int, live: Collection[str]) -> list[str]:
+        """Jobs with records but no final decision, none of them written since `cutoff`."""
+        newest: dict[str, int] = {}
+
+        def seen(job_id: str, written: int) -> None:
+            if job_id not in self.final and job_id not in live:
+                newest[job_id] = max(newest.get(job_id, written), written)
+
+        for job_id, ends in self.ended.items():
+            for _, written in ends.values():
+                seen(job_id, written)
+        for table in (self.migrated, self.moves):
+            for job_id, records in table.items():
+                for r in records:
+                    seen(job_id, timestamp_ms(r.get("ts")) or 0)
+        for job_id, (_, written) in self.routed.items():
+            seen(job_id, written)
+        return [job_id for job_id, written in newest.items() if written < cutoff]
 
 
 def _read_topics(

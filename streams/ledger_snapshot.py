@@ -24,7 +24,7 @@ __all__ = ["load_ledger", "save_ledger"]
 
 log = logging.getLogger(__name__)
 
-_FORMAT = 3  # 3: a decision's metadata and bytes in one entry
+_FORMAT = 4  # 3: a decision's metadata and bytes in one entry; 4: routed jobs' times
 _CHUNK = 4096  # entries per pickle: each holds the GIL briefly, so the event loop keeps going
 _END = "end"
 _PROTOCOL = pickle.HIGHEST_PROTOCOL

@@ -139,7 +139,7 @@ class Runtime:
                 migrated=ledger.migrated,
             )
             self.fleet.protection.restore()
-            s.note_routed(ledger.routed)
+            s.note_routed(ledger.attempts())
             # pruned only now: a job whose end the tables missed was released by the rebuild
             await loop.run_in_executor(None, self._keep_ledger, ledger, self._live_jobs())
         METRICS.rebalances.inc()

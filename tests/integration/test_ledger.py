@@ -98,7 +98,7 @@ def test_catch_up_folds_only_the_tail_and_agrees_with_a_whole_read(
     assert ledger.ended["a3"][0][0] == "EVICTED"
     assert len(ledger.moves["a4"]) == 1
     assert [e["type"] for e in ledger.migrated["a8"]] == ["MIGRATED"]
-    assert ledger.routed["b24"] == 1
+    assert ledger.routed["b24"][0] == 1
 
 
 @pytest.mark.parametrize(

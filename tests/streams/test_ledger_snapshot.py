@@ -24,7 +24,7 @@ def _ledger(jobs: int) -> Ledger:
         job = f"j{i}"
         ledger.final[job] = (i % 2, "PLACED", 1_000 + i, f"decision {i}".encode())
         ledger.ended[job] = {0: ("EVICTED", 2_000 + i)}
-        ledger.routed[job] = 1
+        ledger.routed[job] = (1, 1_000 + i)
     ledger.moves["j1"] = [{"event_id": "m1", "job_id": "j1"}]
     ledger.migrated["j1"] = [{"type": "MIGRATED", "job_id": "j1"}]
     ledger.positions = {"gpuflow.decisions.placement": {0: (41, 1_234, b"j1"), 3: (7, 99, None)}}
