@@ -104,6 +104,20 @@ def _read_until(fd: int, needle: str, timeout_s: float) -> str:
     return seen.decode(errors="replace")
 
 
+def _wait_draining(proc: subprocess.Popen[bytes], fd: int, timeout_s: float) -> int | None:
+    """Wait for `proc` to exit while reading its terminal, as a terminal does: a full pty
+    blocks the writer (rich's refresh thread), and its exit with it."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                os.read(fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+    return proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+
+
 def test_top_refreshes_until_ctrl_c(running: Running) -> None:
     """On a real terminal (a pty): frames keep coming; Ctrl-C leaves with status 0."""
     write_stack_file(running.config)
@@ -120,7 +134,7 @@ def test_top_refreshes_until_ctrl_c(running: Running) -> None:
         screen = _read_until(leader, "GPUs by region and model", timeout_s=240)
         assert screen.count("GPUs by region and model") >= 2, screen[-3000:]  # it refreshed
         proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=60)
+        rc = _wait_draining(proc, leader, timeout_s=60)
         err = proc.stderr.read().decode() if proc.stderr else ""
     finally:
         if proc.poll() is None:
