@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -70,7 +69,6 @@ def up(
     decisions: queue.Queue[dict[str, Any]] = queue.Queue()
     counts: Counter[str] = Counter()
     tally = UsageTally(time_scale=time_scale)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
     started = time.monotonic()
     with stack_obj as stack:
         write_stack_file(stack.config)
@@ -138,7 +136,3 @@ def _drain(
         tally.on_decision(decision)
         if not quiet:
             console.print(decision_line(decision), highlight=False, soft_wrap=True)
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
