@@ -36,20 +36,16 @@ H100_EU = {"gpu_count": 8, "allowed_gpu_models": ["H100"], "allowed_regions": ["
            "expected_duration_s": 3600.0}  # fmt: skip
 
 
-def _health(run: Running) -> dict[str, Any]:
-    url = f"http://{run.config.worker.web_host}:{run.config.worker.web_port}/health/"
-    try:
-        return httpx.get(url, timeout=5).json()
-    except (httpx.HTTPError, ValueError):
-        return {}
-
-
 def _page(run: Running, page: str) -> dict[str, Any]:
     url = f"http://{run.config.worker.web_host}:{run.config.worker.web_port}/{page}/"
     try:
         return httpx.get(url, timeout=5).json()
     except (httpx.HTTPError, ValueError):
         return {}
+
+
+def _health(run: Running) -> dict[str, Any]:
+    return _page(run, "health")
 
 
 def _telemetry_read(run: Running) -> int:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -91,31 +92,18 @@ def test_dry_run_sends_nothing_and_top_shows_the_stack(running: Running) -> None
     assert "PLACED" in text and "warm-" in text
 
 
-def _read_until(fd: int, needle: str, timeout_s: float) -> str:
-    """Read a terminal's output until `needle` has appeared twice (two frames) or time is up."""
+def _read(fd: int, done: Callable[[str], bool], timeout_s: float) -> str:
+    """Read a terminal's output, as a terminal does, until `done(what was read)` or time is up
+    (a pty nobody reads fills, and blocks its writer: rich's refresh thread, and an exit)."""
     seen, deadline = b"", time.monotonic() + timeout_s
-    while time.monotonic() < deadline and seen.decode(errors="replace").count(needle) < 2:
-        ready, _, _ = select.select([fd], [], [], 0.5)
+    while time.monotonic() < deadline and not done(seen.decode(errors="replace")):
+        ready, _, _ = select.select([fd], [], [], 0.2)
         if ready:
             try:
                 seen += os.read(fd, 65536)
             except OSError:  # the child closed the terminal
                 break
     return seen.decode(errors="replace")
-
-
-def _wait_draining(proc: subprocess.Popen[bytes], fd: int, timeout_s: float) -> int | None:
-    """Wait for `proc` to exit while reading its terminal, as a terminal does: a full pty
-    blocks the writer (rich's refresh thread), and its exit with it."""
-    deadline = time.monotonic() + timeout_s
-    while proc.poll() is None and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                os.read(fd, 65536)
-            except OSError:  # the child closed the terminal
-                break
-    return proc.wait(timeout=max(0.1, deadline - time.monotonic()))
 
 
 def test_top_refreshes_until_ctrl_c(running: Running) -> None:
@@ -131,10 +119,12 @@ def test_top_refreshes_until_ctrl_c(running: Running) -> None:
     )  # fmt: skip
     os.close(follower)
     try:
-        screen = _read_until(leader, "GPUs by region and model", timeout_s=240)
-        assert screen.count("GPUs by region and model") >= 2, screen[-3000:]  # it refreshed
+        header = "GPUs by region and model"
+        screen = _read(leader, lambda seen: seen.count(header) >= 2, timeout_s=240)  # 2 frames
+        assert screen.count(header) >= 2, screen[-3000:]  # it refreshed
         proc.send_signal(signal.SIGINT)
-        rc = _wait_draining(proc, leader, timeout_s=60)
+        _read(leader, lambda _: proc.poll() is not None, timeout_s=60)
+        rc = proc.wait(timeout=10)  # exited already, or closed its terminal on the way out
         err = proc.stderr.read().decode() if proc.stderr else ""
     finally:
         if proc.poll() is None:
