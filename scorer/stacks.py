@@ -14,6 +14,7 @@ version. A `portable` job runs on every stack and pays a porting penalty per sta
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -69,6 +70,7 @@ class Stack:
         return parts[0] * 1_000_000 + parts[1] * 1_000 + parts[2] if self.version else 0
 
 
+@functools.lru_cache(maxsize=1024)  # a handful of stacks, asked for per node and per job
 def parse_stack(text: str) -> Stack | None:
     """`cuda-12.4` -> Stack('cuda', (12, 4)); `portable` (or empty) -> None."""
     text = (text or "").strip().lower()

@@ -36,7 +36,10 @@ def plan_job(scheduler: Scheduler, record: Mapping[str, Any]) -> tuple[int, dict
         return 400, {"error": f"bad job spec: {exc}"}
     state = scheduler.state
     ranked = rank_regions(
-        job, scheduler.region_views(), porting_penalties=scheduler.porting_penalties
+        job,
+        scheduler.region_views(),
+        throughput=scheduler.placer.throughput,
+        porting_penalties=scheduler.porting_penalties,
     )
     regions = [r for r, _ in ranked if r in state.regions]
     # one scoring cycle over every node this worker holds: the scores compare

@@ -39,7 +39,11 @@ def route(s: Scheduler, job: Mapping[str, Any], *, started_ns: int) -> list[Outg
         return refuse_unrouted(s, job, started_ns, [f"invalid job spec: {problem}"])
     low = s.forecasts is not None and s.forecasts.low_priority(spec)
     ranked = rank_regions(
-        spec, s.region_views(), porting_penalties=s.porting_penalties, keep_headroom=low
+        spec,
+        s.region_views(),
+        throughput=s.placer.throughput,  # the placer's speeds (and its cache), not defaults
+        porting_penalties=s.porting_penalties,
+        keep_headroom=low,
     )
     if not ranked:  # no summary yet of the regions it may use (another worker's, not yet
         # published): the region's owner decides, and refuses a region it has no nodes in
@@ -48,11 +52,11 @@ def route(s: Scheduler, job: Mapping[str, Any], *, started_ns: int) -> list[Outg
         allowed = ", ".join(job.get("allowed_regions") or ()) or "any"
         reason = f"no known region satisfies allowed_regions={allowed}"
         return refuse_unrouted(s, job, started_ns, [reason])
-    regions = [r for r, _ in ranked]
+    regions, carried = [r for r, _ in ranked], dict(job)
     routed = {
         "event_id": new_event_id(),
         "ts": s.clock(),
-        "job": dict(job),
+        "job": carried,
         "submitted_ts": submitted_ts,
         "region": regions[0],
         "candidates": regions[1:],
@@ -63,6 +67,7 @@ def route(s: Scheduler, job: Mapping[str, Any], *, started_ns: int) -> list[Outg
         "worker_us": us_since(started_ns),
         "verified_tenant": job.get("verified_tenant"),  # set by streams.admission
     }
+    s.know_spec(carried, spec)  # placing it here next asks for the same spec
     return [routed_message(s, routed)]
 
 

@@ -223,6 +223,10 @@ class Scheduler:
 
     # -- jobs as the scorer sees them ---------------------------------------------------------
 
+    def know_spec(self, job: Mapping[str, Any], spec: JobSpec) -> None:
+        """`spec` is `job_spec(job)`: `spec_of` a record carrying `job` (no progress yet) is it."""
+        self._last_spec = (job, 0.0, spec)
+
     def spec_of(self, routed: Mapping[str, Any]) -> JobSpec:
         """The job's spec; a requeued job expects only the work it has left.
 

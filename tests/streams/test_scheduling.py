@@ -9,6 +9,7 @@ import pytest
 
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, region_partition
 from scorer import ClusterState, Placer
+from scorer.catalog import Catalog, GpuModelSpec, default_catalog
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
@@ -225,3 +226,20 @@ def test_a_region_without_a_view_yet_gets_the_job_its_owner_decides() -> None:
     [refused] = s.place(hop.record, started_ns=0)  # this worker owns mars's partition here
     assert refused.topic == DECISIONS_PLACEMENT and refused.record["outcome"] == "REJECTED"
     assert any("mars" in r for r in refused.record["reasons"])
+
+
+def test_the_router_knows_the_models_of_the_placers_catalogue() -> None:
+    # a model only a catalogue file adds: routing with the built-in catalogue saw no region
+    # with it, scored every region 0 and sent the job to "eu" first, to be refused there
+    base = default_catalog()
+    catalog = Catalog([*base, GpuModelSpec("X9", fp16_tflops=900.0,
+                       memory_gb=192.0, price_per_gpu_hour=4.0)])  # fmt: skip
+    state = ClusterState(catalog)
+    s = Scheduler(state, Placer(state), reservations={}, queue={}, nodes={}, partitions=PARTS)
+    for n in (node("n1", "eu"), {**node("n2", "us", model="X9"), "gpu_memory_mib": 196608}):
+        s.nodes[n["node_id"]] = n
+    s.rebuild({})
+    [routed] = s.route(job("j1", allowed_gpu_models=["X9"]), started_ns=0)
+    assert routed.topic == JOBS_ROUTED and routed.record["region"] == "us"
+    [d] = s.place(dict(routed.record), started_ns=0)
+    assert d.record["outcome"] == "PLACED" and d.record["gpu_model"] == "X9"
