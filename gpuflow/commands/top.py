@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import time
+import signal
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -46,14 +47,19 @@ def top(
                 raise fail(f"worker at {url} not reachable: {type(exc).__name__}") from None
             console.print(render_top(url, pages, recent=rows))
             return
+        # Ctrl-C sets a flag the loop checks, rather than raising KeyboardInterrupt wherever
+        # the main thread is: raised between a lock's acquire and its `with`, it left Live's
+        # lock held, and Live's exit (and the refresh thread) waited on it for ever.
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
         try:
             with Live(render_top(url, None, "connecting"), console=console,
                       refresh_per_second=4, transient=False) as live:  # fmt: skip
-                while True:
+                while not stop.is_set():
                     live.update(_frame(url, client, rows))
-                    time.sleep(interval)
-        except KeyboardInterrupt:
-            pass  # Ctrl-C: Live restores the terminal; exit 0
+                    stop.wait(interval)
+        finally:  # Live has restored the terminal; exit 0
+            signal.signal(signal.SIGINT, previous)
 
 
 def _frame(url: str, client: httpx.Client, rows: int) -> RenderableType:

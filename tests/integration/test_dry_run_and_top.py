@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -106,15 +107,18 @@ def _read(fd: int, done: Callable[[str], bool], timeout_s: float) -> str:
     return seen.decode(errors="replace")
 
 
-def test_top_refreshes_until_ctrl_c(running: Running) -> None:
+def test_top_refreshes_until_ctrl_c(running: Running, tmp_path: Path) -> None:
     """On a real terminal (a pty): frames keep coming; Ctrl-C leaves with status 0."""
     write_stack_file(running.config)
+    # stderr to a file, not a pipe: a pipe nobody reads fills (64 KB of warnings on a loaded
+    # machine) and blocks the writer, and with it the exit the test waits for
+    err_file = (tmp_path / "top.err").open("wb")
     assert wait_for(lambda: _ready(running), 240), running.worker.log_tail()
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuflow", "top", "--interval", "0.5",
          "--data-dir", str(running.config.data_dir)],
-        stdin=follower, stdout=follower, stderr=subprocess.PIPE,
+        stdin=follower, stdout=follower, stderr=err_file,
         env={**os.environ, "COLUMNS": "140", "LINES": "60", "TERM": "xterm"},
     )  # fmt: skip
     os.close(follower)
@@ -124,12 +128,18 @@ def test_top_refreshes_until_ctrl_c(running: Running) -> None:
         assert screen.count(header) >= 2, screen[-3000:]  # it refreshed
         proc.send_signal(signal.SIGINT)
         _read(leader, lambda _: proc.poll() is not None, timeout_s=60)
-        rc = proc.wait(timeout=10)  # exited already, or closed its terminal on the way out
-        err = proc.stderr.read().decode() if proc.stderr else ""
+        try:
+            rc = proc.wait(timeout=10)  # exited already, or closed its terminal on the way out
+        except subprocess.TimeoutExpired:
+            err_file.flush()
+            said = (tmp_path / "top.err").read_text(errors="replace")[-2000:]
+            pytest.fail(f"top did not exit 70 s after Ctrl-C; stderr: {said}")
     finally:
         if proc.poll() is None:
             proc.kill()
         os.close(leader)
+        err_file.close()
+    err = (tmp_path / "top.err").read_text(errors="replace")
     assert rc == 0, err[-2000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     for node in running.fleet.nodes:
