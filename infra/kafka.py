@@ -21,7 +21,6 @@ __all__ = [
     "committed_offsets",
     "consumer",
     "end_offsets",
-    "end_reader",
     "ensure_topics",
     "producer",
     "ssl_context",
@@ -117,58 +116,42 @@ def topic_config(spec: TopicSpec) -> dict[str, str]:
     return conf
 
 
-def end_offsets(
-    kafka: KafkaConfig, topic: str, timeout_s: float = 10.0, *, reader: Consumer | None = None
-) -> dict[int, int]:
+def end_offsets(kafka: KafkaConfig, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
     """The true end offset of every partition of `topic` (the next offset to be written).
 
     The embedded broker reports the high watermark as the base offset of the last batch + 1,
     which undercounts when that batch holds several records. So we start reading just before
     the reported mark and take the offset at which the consumer reaches end-of-partition.
-    `reader` (from `end_reader`) is used and left open, for callers that ask often; otherwise
-    a consumer is opened for the call and closed after it.
     """
-    c = reader if reader is not None else end_reader(kafka)
-    try:
-        return _read_ends(c, topic, timeout_s)
-    finally:
-        if reader is None:
-            c.close()
-        else:
-            c.unassign()
-
-
-def end_reader(kafka: KafkaConfig) -> Consumer:
-    """A consumer for `end_offsets`: its own group, never joined, end-of-partition events on."""
-    return consumer(
+    c = consumer(
         kafka, group_id=f"gpuflow-ends-{time.monotonic_ns()}", **{"enable.partition.eof": True}
     )
-
-
-def _read_ends(c: Consumer, topic: str, timeout_s: float) -> dict[int, int]:
-    meta = c.list_topics(topic, timeout=timeout_s).topics.get(topic)
-    if meta is None or meta.error is not None:
-        return {}
-    reported = {
-        p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-        for p in meta.partitions
-    }
-    ends = {p: high for p, (_, high) in reported.items()}
-    pending = {p for p, (low, high) in reported.items() if high > low}
-    c.assign([TopicPartition(topic, p, max(0, ends[p] - 1)) for p in pending])
-    deadline = time.monotonic() + timeout_s
-    while pending and time.monotonic() < deadline:
-        for msg in c.consume(10_000, timeout=0.2):
-            partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
-            error = msg.error()
-            if error is None:
-                ends[partition] = max(ends[partition], offset + 1)
-            elif error.code() == KafkaError._PARTITION_EOF:
-                ends[partition] = max(ends[partition], offset)
-                pending.discard(partition)
-    if pending:
-        raise BrokerError(f"end of {topic} partitions {sorted(pending)} not reached")
-    return ends
+    try:
+        meta = c.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return {}
+        reported = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            for p in meta.partitions
+        }
+        ends = {p: high for p, (_, high) in reported.items()}
+        pending = {p for p, (low, high) in reported.items() if high > low}
+        c.assign([TopicPartition(topic, p, max(0, ends[p] - 1)) for p in pending])
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            for msg in c.consume(10_000, timeout=0.2):
+                partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
+                error = msg.error()
+                if error is None:
+                    ends[partition] = max(ends[partition], offset + 1)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    ends[partition] = max(ends[partition], offset)
+                    pending.discard(partition)
+        if pending:
+            raise BrokerError(f"end of {topic} partitions {sorted(pending)} not reached")
+        return ends
+    finally:
+        c.close()
 
 
 def committed_offsets(kafka: KafkaConfig, group_id: str, topic: str) -> dict[int, int]:

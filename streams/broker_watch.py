@@ -19,7 +19,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from infra.config import KafkaConfig
 from infra.errors import BrokerError
-from infra.kafka import end_offsets, end_reader
+from infra.kafka import consumer, end_offsets
 
 __all__ = ["BrokerWatch"]
 
@@ -55,7 +55,7 @@ class BrokerWatch:
         found: dict[Partition, tuple[int, int]] = {}
         for topic, ours_by_partition in suspects.items():
             try:
-                ends = end_offsets(self.kafka, topic, timeout_s=5.0, reader=self._reader())
+                ends = end_offsets(self.kafka, topic, timeout_s=5.0)
             except (BrokerError, KafkaException) as exc:
                 log.warning("broker watch cannot read ends of %s: %s", topic, exc)
                 continue
@@ -84,17 +84,13 @@ class BrokerWatch:
             "the broker's log; restart agents and executors so they re-announce",
         }
 
-    def _reader(self) -> Any:
-        """One consumer for every check (watermarks and the reads that confirm them): a new
-        one per check cost the worker a client start and the broker a metadata round."""
-        if self._consumer is None:
-            self._consumer = end_reader(self.kafka)
-        return self._consumer
-
     def _reported_end(self, topic: str, partition: int) -> int | None:
+        if self._consumer is None:
+            self._consumer = consumer(self.kafka, group_id=f"gpuflow-watch-{time.monotonic_ns()}")
         try:
-            low_high = self._reader().get_watermark_offsets(TopicPartition(topic, partition), 2.0)
-            return int(low_high[1])
+            return int(
+                self._consumer.get_watermark_offsets(TopicPartition(topic, partition), 2.0)[1]
+            )
         except KafkaException as exc:  # the broker is away, or the topic is gone
             if "UNKNOWN_TOPIC" in str(exc) or "Unknown topic" in str(exc):
                 return 0
