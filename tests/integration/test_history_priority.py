@@ -38,7 +38,11 @@ def _named_nices(pid: int) -> list[tuple[str, int]]:
     """Each thread of `pid`: its name and nice value (/proc/<pid>/task/<tid>/stat, field 19)."""
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        name, rest = (task / "stat").read_text().split("(", 1)[1].rsplit(")", 1)
+        try:
+            stat = (task / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended since the listing
+            continue
+        name, rest = stat.split("(", 1)[1].rsplit(")", 1)
         if name not in OWN_PRIORITY:
             out.append((name, int(rest.split()[16])))
     return out
