@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from infra.jobspec import job_problems
-from scorer import JobSpec, PlacementResult, memory_need, rank_regions
+from scorer import JobSpec, PlacementResult, memory_need
 from scorer.errors import InvalidSpecError
 from streams.convert import assignment_records, job_spec
+from streams.routing import ranked_regions
 from streams.scheduling import Scheduler
 
 __all__ = ["PLAN_PATH", "plan_job", "register_plan_page"]
@@ -35,12 +36,7 @@ def plan_job(scheduler: Scheduler, record: Mapping[str, Any]) -> tuple[int, dict
     except InvalidSpecError as exc:
         return 400, {"error": f"bad job spec: {exc}"}
     state = scheduler.state
-    ranked = rank_regions(
-        job,
-        scheduler.region_views(),
-        throughput=scheduler.placer.throughput,
-        porting_penalties=scheduler.porting_penalties,
-    )
+    ranked = ranked_regions(scheduler, job)
     regions = [r for r, _ in ranked if r in state.regions]
     # one scoring cycle over every node this worker holds: the scores compare
     options = {

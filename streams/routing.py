@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from infra.jobspec import job_problems
-from scorer import rank_regions
+from scorer import JobSpec, rank_regions
 from streams.convert import job_spec
 from streams.outbox import Outgoing, new_event_id
 from streams.outcomes import final_decision, routed_message, us_since
@@ -20,7 +20,7 @@ from streams.outcomes import final_decision, routed_message, us_since
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
 
-__all__ = ["reject_invalid", "route"]
+__all__ = ["ranked_regions", "reject_invalid", "route"]
 
 
 def route(s: Scheduler, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
@@ -38,13 +38,7 @@ def route(s: Scheduler, job: Mapping[str, Any], *, started_ns: int) -> list[Outg
     if problem:
         return refuse_unrouted(s, job, started_ns, [f"invalid job spec: {problem}"])
     low = s.forecasts is not None and s.forecasts.low_priority(spec)
-    ranked = rank_regions(
-        spec,
-        s.region_views(),
-        throughput=s.placer.throughput,  # the placer's speeds (and its cache), not defaults
-        porting_penalties=s.porting_penalties,
-        keep_headroom=low,
-    )
+    ranked = ranked_regions(s, spec, keep_headroom=low)
     if not ranked:  # no summary yet of the regions it may use (another worker's, not yet
         # published): the region's owner decides, and refuses a region it has no nodes in
         ranked = [(r, 0.0) for r in spec.allowed_regions]
@@ -69,6 +63,20 @@ def route(s: Scheduler, job: Mapping[str, Any], *, started_ns: int) -> list[Outg
     }
     s.know_spec(carried, spec)  # placing it here next asks for the same spec
     return [routed_message(s, routed)]
+
+
+def ranked_regions(
+    s: Scheduler, spec: JobSpec, *, keep_headroom: bool = False
+) -> list[tuple[str, float]]:
+    """The regions `spec` may use, best first, as this worker sees them: its region views and
+    the placer's throughput model (a catalogue file's models, and one speed cache)."""
+    return rank_regions(
+        spec,
+        s.region_views(),
+        throughput=s.placer.throughput,
+        porting_penalties=s.porting_penalties,
+        keep_headroom=keep_headroom,
+    )
 
 
 def reject_invalid(s: Scheduler, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
