@@ -110,10 +110,11 @@ def _read(fd: int, done: Callable[[str], bool], timeout_s: float) -> str:
 def test_top_refreshes_until_ctrl_c(running: Running, tmp_path: Path) -> None:
     """On a real terminal (a pty): frames keep coming; Ctrl-C leaves with status 0."""
     write_stack_file(running.config)
-    # stderr to a file, not a pipe: a pipe nobody reads fills (64 KB of warnings on a loaded
-    # machine) and blocks the writer, and with it the exit the test waits for
-    err_file = (tmp_path / "top.err").open("wb")
     assert wait_for(lambda: _ready(running), 240), running.worker.log_tail()
+    # stderr to a file, not a pipe: a pipe nobody reads until the exit could block the writer
+    # and the exit with it; the file is there to read when it does not exit
+    err_path = tmp_path / "top.err"
+    err_file = err_path.open("wb")
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuflow", "top", "--interval", "0.5",
@@ -131,15 +132,14 @@ def test_top_refreshes_until_ctrl_c(running: Running, tmp_path: Path) -> None:
         try:
             rc = proc.wait(timeout=10)  # exited already, or closed its terminal on the way out
         except subprocess.TimeoutExpired:
-            err_file.flush()
-            said = (tmp_path / "top.err").read_text(errors="replace")[-2000:]
+            said = err_path.read_text(errors="replace")[-2000:]
             pytest.fail(f"top did not exit 70 s after Ctrl-C; stderr: {said}")
     finally:
         if proc.poll() is None:
             proc.kill()
         os.close(leader)
         err_file.close()
-    err = (tmp_path / "top.err").read_text(errors="replace")
+    err = err_path.read_text(errors="replace")
     assert rc == 0, err[-2000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     for node in running.fleet.nodes:
