@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,19 +62,32 @@ class Ledger:
     routed: dict[str, tuple[int, int]] = field(default_factory=dict)
     positions: dict[str, dict[int, Position]] = field(default_factory=dict)
 
-    def catch_up(self, kafka: KafkaConfig, codec: Codec, timeout_s: float = 60.0) -> int:
+    def catch_up(
+        self,
+        kafka: KafkaConfig,
+        codec: Codec,
+        timeout_s: float = 60.0,
+        *,
+        prune: Callable[[Ledger], object] | None = None,
+        prune_every: int = 10_000,
+    ) -> int:
         """Fold what the four logs gained since the last catch-up; the records read.
 
         A position the log no longer matches starts everything again from the beginning.
-        TimeoutError when the read makes no progress for `timeout_s`.
+        TimeoutError when the read makes no progress for `timeout_s`. `prune`, when given, is
+        called every `prune_every` records, so a long fold holds at most that many records'
+        jobs beyond what pruning keeps (a snapshot's fold, a whole save interval of decisions,
+        otherwise peaks at all of them before it is cut back). Partitions are read in no
+        order between them, so a job's decision may come after its other records: a prune
+        in the middle of a fold must not take orphans (`prune(..., orphans=False)`).
         """
         started = time.monotonic()
         try:
-            read = self._read_all(kafka, codec, timeout_s)
+            read = self._read_all(kafka, codec, timeout_s, prune, prune_every)
         except LogReset as exc:
             log.warning("ledger does not match the log (%s): reading it from the start", exc)
             self._clear()
-            read = self._read_all(kafka, codec, timeout_s)
+            read = self._read_all(kafka, codec, timeout_s, prune, prune_every)
         log.info(
             "ledger caught up read=%d final=%d in_s=%.2f",
             read,
@@ -97,7 +110,14 @@ class Ledger:
         topic = DECISIONS_PLACEMENT
         return {job: codec.decode(d[3], topic=topic)[1] for job, d in self.final.items()}
 
-    def _read_all(self, kafka: KafkaConfig, codec: Codec, timeout_s: float) -> int:
+    def _read_all(
+        self,
+        kafka: KafkaConfig,
+        codec: Codec,
+        timeout_s: float,
+        prune: Callable[[Ledger], object] | None,
+        prune_every: int,
+    ) -> int:
         folds = {
             DECISIONS_PLACEMENT: self._decision,
             JOBS_EVENTS: self._job_event,
@@ -115,6 +135,8 @@ class Ledger:
             read += 1
             if record is not None:
                 folds[topic](record, msg)
+            if prune is not None and read % prune_every == 0:
+                prune(self)
         return read
 
     def _decision(self, r: dict[str, Any], msg: Message) -> None:
@@ -150,14 +172,17 @@ class Ledger:
         """job -> the highest attempt it was routed at (what a rebuild tells the scheduler)."""
         return {job: attempt for job, (attempt, _) in self.routed.items()}
 
-    def prune(self, now_ms: int, horizon_ms: int, live: Collection[str] = ()) -> int:
+    def prune(
+        self, now_ms: int, horizon_ms: int, live: Collection[str] = (), *, orphans: bool = True
+    ) -> int:
         """Forget jobs that are over: refused, or whose placement ended FINISHED or FAILED,
         written more than `horizon_ms` before `now_ms`, unless `live` names them (a worker's
         table still holds them); how many. What is left is live jobs plus the horizon.
 
         Records of a job with no final decision here (an end redelivered after its job was
         forgotten, a job routed on and never decided) go once the newest of them is older
-        than the horizon, so nothing outlives it for want of a decision to prune it by.
+        than the horizon, so nothing outlives it for want of a decision to prune it by; not
+        with `orphans=False`, for a fold that may not have reached the decision yet.
         """
         cutoff, gone = now_ms - horizon_ms, []
         for job_id, (epoch, outcome, written, _) in self.final.items():
@@ -170,7 +195,8 @@ class Ledger:
                 over = end[1] if end is not None and end[0] in _OVER else now_ms
             if over < cutoff:
                 gone.append(job_id)
-        gone.extend(self._orphans(cutoff, live))
+        if orphans:
+            gone.extend(self._orphans(cutoff, live))
         for job_id in gone:
             for table in self._tables():
                 table.pop(job_id, None)

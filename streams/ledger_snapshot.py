@@ -8,6 +8,9 @@ written whole (in chunks of a few thousand entries, so saving and loading never 
 for long) and renamed into place, so a crash leaves the previous one. A file that cannot be
 read (another version, damaged) is ignored and the logs are read from the start, as they are
 when the saved positions no longer match the broker's log (`ledger.LogReset`).
+
+`LedgerKeeper` is the worker's side of it: where its file is, and the blocking steps (read and
+decode at a rebuild, catch up, prune, save), which the worker runs in a thread.
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from infra.config import Config
+from schemas import Codec, DecodeError
 from streams.ledger import Ledger
 
-__all__ = ["load_ledger", "save_ledger"]
+__all__ = ["LedgerKeeper", "load_ledger", "save_ledger"]
 
 log = logging.getLogger(__name__)
 
@@ -69,3 +76,53 @@ def load_ledger(path: Path) -> Ledger:
     except Exception as exc:  # damaged, truncated, another version's fields
         log.warning("ledger snapshot %s not used (%s): reading the logs from the start", path, exc)
         return Ledger()
+
+
+class LedgerKeeper:
+    """The worker's saved ledger (`path` None: nothing saved, the logs read whole each time)."""
+
+    def __init__(self, config: Config, codec: Codec) -> None:
+        self.config, self.codec = config, codec
+        self.path = (
+            config.data_dir / "ledger" / f"{config.worker.app_id}.pickle"
+            if config.worker.ledger_snapshot_s > 0
+            else None
+        )
+
+    def read(self) -> tuple[Ledger, dict[str, dict[str, Any]]]:
+        """The caught-up ledger and its decisions, decoded (a saved one this codec cannot
+        read, e.g. after the framing changed, is dropped and the logs read from the start)."""
+        ledger = self.caught_up()
+        try:
+            return ledger, ledger.decisions(self.codec)
+        except DecodeError as exc:
+            log.warning("saved ledger not readable with this codec (%s): reading the logs", exc)
+            ledger = Ledger()
+            ledger.catch_up(self.config.kafka, self.codec)
+            return ledger, ledger.decisions(self.codec)
+
+    def caught_up(self, prune: Callable[[Ledger], int] | None = None) -> Ledger:
+        """The saved ledger with what the logs gained since (pruned as it folds, if given)."""
+        ledger = load_ledger(self.path) if self.path is not None else Ledger()
+        ledger.catch_up(self.config.kafka, self.codec, prune=prune)
+        return ledger
+
+    def pruner(self, live: set[str], *, orphans: bool = True) -> Callable[[Ledger], int]:
+        """Cuts a ledger to `live` jobs plus the worker's horizon, as of when it is called
+        (`orphans=False` in the middle of a fold: see `Ledger.catch_up`)."""
+        horizon_ms = int(self.config.worker.horizon_s * 1000)
+        return lambda ledger: ledger.prune(
+            int(time.time() * 1000), horizon_ms, live, orphans=orphans
+        )
+
+    def keep(self, ledger: Ledger, live: set[str]) -> None:
+        """Prune `ledger` to live jobs plus the horizon and save it (when saving is on)."""
+        if self.path is None:
+            return
+        pruned = self.pruner(live)(ledger)
+        try:
+            size = save_ledger(ledger, self.path)
+        except OSError as exc:  # a full or read-only disk: the next start reads more, no more
+            log.warning("ledger not saved path=%s error=%s", self.path, exc)
+            return
+        log.info("ledger saved jobs=%d pruned=%d bytes=%d", len(ledger.final), pruned, size)

@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING, Any
 
 from infra.config import Config
 from infra.deadletter import dead_letter_record
+from infra.heap import trim_heap
 from infra.kafka import committed_offsets, end_offsets
 from infra.policy import PolicyFile
 from infra.signing import verifier
 from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_ROUTED, NODE_INVENTORY
-from schemas import Codec, CodecError, DecodeError
+from schemas import Codec, CodecError
 from scorer.errors import GpuflowError
 from streams.activity import Activity
 from streams.admission import VERIFIED_TENANT, Admission
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
-from streams.ledger import Ledger
-from streams.ledger_snapshot import load_ledger, save_ledger
+from streams.ledger_snapshot import LedgerKeeper
 from streams.metrics import Metrics
 from streams.metrics_page import note_sent
 from streams.outbox import Outgoing
@@ -79,11 +79,7 @@ class Runtime:
         )
         self.policy = PolicyFile(None)  # the app sets the configured one
         # the folded decision logs, saved between runs (none: read whole at each rebuild)
-        self.ledger_path = (
-            config.data_dir / "ledger" / f"{config.worker.app_id}.pickle"
-            if config.worker.ledger_snapshot_s > 0
-            else None
-        )
+        self.ledger = LedgerKeeper(config, codec)
         self._ledger_lock = asyncio.Lock()  # one catch-up at a time: rebuild or snapshot
         self.telemetry_reader: TelemetryReader | None = None  # the telemetry lane, when on
 
@@ -127,7 +123,7 @@ class Runtime:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         async with self._ledger_lock:
-            ledger, logged = await loop.run_in_executor(None, self._read_ledger)
+            ledger, logged = await loop.run_in_executor(None, self.ledger.read)
             owned = self.ownership.partitions() if self.ownership is not None else None
             self._inventory_targets = await loop.run_in_executor(None, self._inventory_ends, owned)
             s = self.scheduler
@@ -141,43 +137,16 @@ class Runtime:
             self.fleet.protection.restore()
             s.note_routed(ledger.attempts())
             # pruned only now: a job whose end the tables missed was released by the rebuild
-            await loop.run_in_executor(None, self._keep_ledger, ledger, self._live_jobs())
+            await loop.run_in_executor(None, self.ledger.keep, ledger, self._live_jobs())
+        decided = len(logged)
+        del ledger, logged  # the whole fold: give its pages back (infra.heap)
+        await loop.run_in_executor(None, trim_heap)
         METRICS.rebalances.inc()
         self.fleet.stale &= set(self.scheduler.nodes)
         if self.remote is not None:  # the router must know every region before it decides
             await loop.run_in_executor(None, self.remote.wait_caught_up, 15.0)
         self._ready.set()
-        log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, len(logged))
-
-    def _read_ledger(self) -> tuple[Ledger, dict[str, dict[str, Any]]]:
-        """The caught-up ledger and its decisions, decoded (a saved one this codec cannot
-        read, e.g. after the framing changed, is dropped and the logs read from the start)."""
-        ledger = self._caught_up_ledger()
-        try:
-            return ledger, ledger.decisions(self.codec)
-        except DecodeError as exc:
-            log.warning("saved ledger not readable with this codec (%s): reading the logs", exc)
-            ledger = Ledger()
-            ledger.catch_up(self.config.kafka, self.codec)
-            return ledger, ledger.decisions(self.codec)
-
-    def _caught_up_ledger(self) -> Ledger:
-        ledger = load_ledger(self.ledger_path) if self.ledger_path is not None else Ledger()
-        ledger.catch_up(self.config.kafka, self.codec)
-        return ledger
-
-    def _keep_ledger(self, ledger: Ledger, live: set[str]) -> None:
-        """Prune `ledger` to live jobs plus the horizon and save it (when saving is on)."""
-        if self.ledger_path is None:
-            return
-        horizon_ms = int(self.config.worker.horizon_s * 1000)
-        pruned = ledger.prune(int(time.time() * 1000), horizon_ms, live)
-        try:
-            size = save_ledger(ledger, self.ledger_path)
-        except OSError as exc:  # a full or read-only disk: the next start reads more, no more
-            log.warning("ledger not saved path=%s error=%s", self.ledger_path, exc)
-            return
-        log.info("ledger saved jobs=%d pruned=%d bytes=%d", len(ledger.final), pruned, size)
+        log.info("worker ready in_s=%.2f final=%d", time.monotonic() - started, decided)
 
     def _live_jobs(self) -> set[str]:
         """Jobs this worker still holds GPUs for, or has waiting (what `on_tick` keeps too)."""
@@ -186,17 +155,20 @@ class Runtime:
     async def snapshot_ledger(self) -> None:
         """Fold the logs' new records into the saved ledger and save it again (the timer's
         job: the next start-up then reads at most this interval of the logs)."""
-        if self.ledger_path is None or not self._ready.is_set() or self.holding_state:
+        if self.ledger.path is None or not self._ready.is_set() or self.holding_state:
             return
         loop = asyncio.get_running_loop()
         async with self._ledger_lock:
             live = self._live_jobs()
-            try:
-                ledger = await loop.run_in_executor(None, self._caught_up_ledger)
+            try:  # pruned as it folds: a save interval of ended jobs never piles up in memory
+                prune = self.ledger.pruner(live, orphans=False)
+                ledger = await loop.run_in_executor(None, self.ledger.caught_up, prune)
             except Exception as exc:  # the broker away, a stalled read: try at the next tick
                 log.warning("ledger not caught up for its snapshot error=%s", exc)
                 return
-            await loop.run_in_executor(None, self._keep_ledger, ledger, live)
+            await loop.run_in_executor(None, self.ledger.keep, ledger, live)
+            del ledger  # a save interval of folded decisions: give the pages back (infra.heap)
+            await loop.run_in_executor(None, trim_heap)
 
     def _owns(self, owned: frozenset[int] | None) -> Callable[[str], bool]:
         """Regions on the partitions this worker owns (all of them without an assignment)."""

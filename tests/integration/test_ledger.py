@@ -145,6 +145,56 @@ def test_prune_keeps_live_jobs_and_the_horizon(config: Config) -> None:
     assert ledger.ended["d3"] == {0: ("EVICTED", ledger.ended["d3"][0][1])}
 
 
+def _lived(prefix: str, n: int) -> list[tuple[str, dict[str, Any]]]:
+    """n jobs as a worker writes them: every fifth refused, every third evicted and placed
+    again at epoch 1, every other one finished at its last epoch (ends carry their epoch)."""
+    now = int(time.time() * 1000)
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i in range(n):
+        job_id, ts = f"{prefix}{i}", now + i
+        out.append(("RoutedJob", S.routed_job(S.job_submitted(job_id, "t", ts), "eu", ts)))
+        if i % 5 == 0:
+            refused = S.placement(job_id, ts, submitted_ts=ts, outcome="REJECTED", region=None)
+            out.append(("PlacementDecision", refused))
+            continue
+        out.append(("PlacementDecision", S.placement(job_id, ts, submitted_ts=ts)))
+        epoch = 0
+        if i % 3 == 0:
+            evicted = S.job_event(job_id, "eu", "EVICTED", ts + 1) | {"epoch": 0}
+            again = S.placement(job_id, ts + 2, submitted_ts=ts) | {"epoch": 1}
+            out += [("JobEvent", evicted), ("PlacementDecision", again)]
+            epoch = 1
+        if i % 2 == 0:
+            finished = S.job_event(job_id, "eu", "FINISHED", ts + 5) | {"epoch": epoch}
+            out.append(("JobEvent", finished))
+    return out
+
+
+def test_a_fold_pruned_as_it_reads_ends_where_one_pruned_after_reading_does(
+    config: Config,
+) -> None:
+    """A snapshot's fold prunes every so many records, so it never holds a whole save
+    interval of ended jobs; what it ends with is what pruning after the fold leaves."""
+    _send(config, _lived("q", 90))
+    later = int(time.time() * 1000) + HORIZON_MS + 60_000  # everything over is past the horizon
+    whole = Ledger()
+    whole.catch_up(config.kafka, CODEC)
+    assert whole.prune(later, HORIZON_MS, live={"q2"}) > 0
+
+    pruned: list[int] = []
+
+    def prune(ledger: Ledger) -> int:  # as the worker's snapshot does: orphans only at the end
+        pruned.append(ledger.prune(later, HORIZON_MS, live={"q2"}, orphans=False))
+        return pruned[-1]
+
+    ledger = Ledger()
+    read = ledger.catch_up(config.kafka, CODEC, prune=prune, prune_every=25)
+    assert len(pruned) == read // 25 >= 4 and sum(pruned) > 0  # it pruned while it read
+    ledger.prune(later, HORIZON_MS, live={"q2"})
+    assert _folded(ledger) == _folded(whole)
+    assert "q2" in ledger.final and "q4" not in ledger.final  # live by word; finished
+
+
 def _caught_up_reads(log: str) -> list[int]:
     return [int(n) for n in re.findall(r"ledger caught up read=(\d+)", log)]
 

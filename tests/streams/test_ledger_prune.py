@@ -44,3 +44,14 @@ def test_an_orphan_is_kept_while_any_of_its_records_is_recent() -> None:
     assert ledger.prune(now_ms=120_000, horizon_ms=HORIZON) == 0
     assert ledger.prune(now_ms=151_000, horizon_ms=HORIZON) == 1
     assert not ledger.ended and not ledger.migrated
+
+
+def test_a_prune_inside_a_fold_leaves_orphans_for_the_end() -> None:
+    """In the middle of a fold a job's decision may still be unread: its other records are
+    not orphans yet, so `orphans=False` keeps them; jobs over by their decision still go."""
+    ledger = _ledger()
+    assert ledger.prune(now_ms=120_000, horizon_ms=HORIZON, live={"held"}, orphans=False) == 1
+    assert "done" not in ledger.final and "done" not in ledger.routed
+    assert {"late", "moved", "elsewhere"} <= set(ledger.ended) | set(ledger.moves) | set(
+        ledger.routed
+    )

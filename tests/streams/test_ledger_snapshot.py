@@ -72,7 +72,7 @@ def test_a_ledger_that_cannot_be_saved_is_logged_not_raised(
     blocked = tmp_path / "data"
     blocked.write_text("a file where the data directory should be")
     rt = Runtime(load_config(env={}, data_dir=str(blocked)), SingleObjectCodec(), scheduler)
-    assert rt.ledger_path is not None
-    rt._keep_ledger(_ledger(3), live=set())  # the worker still becomes ready
+    assert rt.ledger.path is not None
+    rt.ledger.keep(_ledger(3), live=set())  # the worker still becomes ready
     assert "ledger not saved" in caplog.text
     assert blocked.read_text().startswith("a file")
