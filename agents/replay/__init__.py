@@ -8,6 +8,7 @@ from __future__ import annotations
 from agents.replay.adapters import load_gavel_trace, load_philly_trace
 from agents.replay.errors import TraceError, TwinError
 from agents.replay.generate import gavel_cluster, gavel_jobs, write_jobs, write_nodes
+from agents.replay.runs import JobRun, Slice, slices_from
 from agents.replay.trace import (
     Trace,
     TraceJob,
@@ -19,7 +20,7 @@ from agents.replay.trace import (
     load_trace,
     node_record,
 )
-from agents.replay.twin import JobRun, Slice, Twin, TwinConfig, slices_from
+from agents.replay.twin import Twin, TwinConfig
 
 __all__ = [
     "JobRun",

@@ -26,18 +26,18 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from agents.replay.errors import TwinError
 from agents.replay.network import TwinNetwork
+from agents.replay.runs import JobRun, Slice, gpu_count, gpus_by_node
 from agents.replay.trace import TraceJob, TraceNode, job_record
 from scorer import JobSpec, ThroughputModel
 
-__all__ = ["JobRun", "Slice", "Twin", "TwinConfig", "slices_from"]
+__all__ = ["Twin", "TwinConfig"]
 
 
 @dataclass(frozen=True)
@@ -47,57 +47,6 @@ class TwinConfig:
     spread_penalty: float = 0.7  # multi-node gang speed factor when no consolidated=0 figure
     network: TwinNetwork | None = None  # links and quotas; None: spread_penalty only
     checkpoint_s: float = 30.0  # writing a checkpoint on demand (checkpoint-first evictions)
-
-
-@dataclass(frozen=True)
-class Slice:
-    """GPUs of one node given to a job (the twin's copy of an Assignment)."""
-
-    node_id: str
-    gpu_indices: tuple[int, ...]
-    gpu_milli: int = 1000
-
-
-@dataclass
-class JobRun:
-    """What happened to one job (mutable while the replay runs)."""
-
-    job: TraceJob
-    submit_s: float
-    first_start_s: float | None = None
-    end_s: float | None = None
-    rejected: bool = False
-    done: float = 0.0  # reference-seconds of work kept
-    slices: tuple[Slice, ...] = ()
-    gpu_model: str | None = None
-    segment_start: float = 0.0
-    accounted_s: float = 0.0  # GPU time, cost and energy are counted up to here
-    restore: float = 0.0
-    rate: float = 0.0
-    blocked: bool = False  # holds its GPUs, waits for host CPU / memory
-    host_waits: int = 0
-    epoch: int = 0  # bumps on every (re)placement, invalidating stale finish events
-    preemptions: int = 0
-    migrations: int = 0
-    lost_gpu_seconds: float = 0.0  # computed work thrown away by evictions, x GPUs
-    segments: list[tuple[float, float, float]] = field(default_factory=list)  # held (t0, t1, GPUs)
-    held_since: float = 0.0
-    gpu_seconds: float = 0.0  # GPUs held x time (shares count their fraction)
-    cost: float = 0.0
-    energy_kwh: float = 0.0
-    model_seconds: dict[str, float] = field(default_factory=dict)
-    rate_log: list[tuple[float, float, float]] = field(default_factory=list)  # since, work, rate
-
-    @property
-    def running(self) -> bool:
-        return bool(self.slices)
-
-    @property
-    def finish_at(self) -> float:
-        if self.rate_log:  # re-rated: from the last change on
-            since, work, rate = self.rate_log[-1]
-            return since + (self.job.duration_s - self.done - work) / rate
-        return self.segment_start + self.restore + (self.job.duration_s - self.done) / self.rate
 
 
 class Twin:
@@ -220,7 +169,7 @@ class Twin:
 
     def _stop_keeping(self, run: JobRun, at: float, kept: float, *, lost: float) -> None:
         """Stop a segment keeping `kept` seconds of its compute; `lost` are thrown away."""
-        run.lost_gpu_seconds += max(0.0, lost) * _gpu_count(run.slices)
+        run.lost_gpu_seconds += max(0.0, lost) * gpu_count(run.slices)
         self._stop(run, at, progress=self._work(run, run.segment_start + run.restore + kept))
 
     # ---- the clock ----------------------------------------------------------------------
@@ -276,7 +225,11 @@ class Twin:
         if network is None:
             return
         running = {
-            r.job.job_id: (JobSpec.from_record(job_record(r.job, 0)), r.gpu_model or "", _gpus(r))
+            r.job.job_id: (
+                JobSpec.from_record(job_record(r.job, 0)),
+                r.gpu_model or "",
+                gpus_by_node(r),
+            )
             for r in self.running_jobs()
             if not r.blocked
         }
@@ -411,7 +364,7 @@ class Twin:
 
     def _stop(self, run: JobRun, at: float, *, progress: float) -> None:
         self._account(run, at)
-        run.segments.append((run.held_since, at, _gpu_count(run.slices)))
+        run.segments.append((run.held_since, at, gpu_count(run.slices)))
         run.done = min(run.job.duration_s, run.done + progress)
         self._apply_gpus(run.slices, +1)
         if not run.blocked:
@@ -440,27 +393,3 @@ class Twin:
         if at < self.now - 1e-9:
             raise TwinError(f"the clock cannot go back: {at} < {self.now}")
         self.now = max(self.now, at)
-
-
-def _gpus(run: JobRun) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for s in run.slices:
-        out[s.node_id] = out.get(s.node_id, 0) + len(s.gpu_indices)
-    return out
-
-
-def _gpu_count(slices: Sequence[Slice]) -> float:
-    """GPUs held (a share counts its fraction)."""
-    return sum(len(s.gpu_indices) * s.gpu_milli / 1000 for s in slices)
-
-
-def slices_from(assignments: Iterable[Mapping[str, Any]]) -> tuple[Slice, ...]:
-    """Twin slices from PlacementDecision assignment records."""
-    return tuple(
-        Slice(
-            str(a["node_id"]),
-            tuple(int(g) for g in a["gpu_indices"]),
-            int(a.get("gpu_milli", 1000)),
-        )
-        for a in assignments
-    )

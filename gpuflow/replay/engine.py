@@ -25,8 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agents.replay.runs import slices_from
 from agents.replay.trace import Trace, job_record, node_record
-from agents.replay.twin import Twin, TwinConfig, slices_from
+from agents.replay.twin import Twin, TwinConfig
 from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, DECISIONS_PREEMPTION
 
 __all__ = ["BASE_MS", "HANDLERS", "Decided", "Decider", "ReplayResult", "run_replay"]
