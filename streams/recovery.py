@@ -20,17 +20,42 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from streams.bandwidth import flows_from_records
 from streams.tenancy import Running
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
 
-__all__ = ["epoch_ends", "forget_unowned", "rebuild_tables"]
+__all__ = ["epoch_ends", "forget_unowned", "rebuild_state", "rebuild_tables"]
 
 log = logging.getLogger(__name__)
+
+
+def rebuild_state(
+    s: Scheduler,
+    logged: Mapping[str, Mapping[str, Any]],
+    ended: Mapping[str, Mapping[int, Any]] | Mapping[str, int] | Collection[str],
+    owns: Callable[[str], bool],
+    *,
+    moves: Mapping[str, Sequence[Mapping[str, Any]]],
+    migrated: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> None:
+    """`Scheduler.rebuild`: forget the regions no longer owned, rebuild the tables, then the
+    preemptors' holds, the moves in flight and the flows of the reservations still held."""
+    forget_unowned(s, owns)
+    rebuild_tables(s, logged, epoch_ends(ended), owns)
+    s.preemption.restore()
+    if s.replanner is not None:
+        s.replanner.rebuild(moves, migrated, set(ended))  # keys: the ended
+    if s.network is not None:  # placed flows, from the reservations still held
+        s.network.clear()
+        for job_id, entry in s.reservations.items():
+            records = entry.get("flows")
+            if not entry.get("released") and records:
+                s.network.note_placed(job_id, flows_from_records(records))
 
 
 def rebuild_tables(

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from infra.jobspec import job_problems
-from scorer import JobSpec, rank_regions
+from scorer import JobSpec, RegionView, rank_regions
 from streams.convert import job_spec
 from streams.outbox import Outgoing, new_event_id
 from streams.outcomes import final_decision, routed_message, us_since
@@ -20,7 +21,25 @@ from streams.outcomes import final_decision, routed_message, us_since
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
 
-__all__ = ["ranked_regions", "reject_invalid", "route"]
+__all__ = ["ranked_regions", "region_views", "reject_invalid", "route"]
+
+
+def region_views(s: Scheduler) -> dict[str, Any]:
+    """Region summaries for the router, recomputed at most every `view_ttl_s`.
+
+    Summarising 10,000 nodes costs ~0.6 ms; the router may be a moment behind because the
+    placer, which reads the arrays directly, has the last word (and spills over).
+    """
+    at, views = s._views
+    now = time.monotonic()
+    if now - at >= s.view_ttl_s or not views:
+        views = s.state.region_views()
+        if s.remote_views is not None:  # regions other workers own; ours are exact
+            views = {**s.remote_views(), **views}
+        if s.forecasts is not None:
+            views = {r: _with_headroom(v, s.forecasts.headroom(r)) for r, v in views.items()}
+        s._views = (now, views)
+    return views
 
 
 def route(s: Scheduler, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
@@ -95,3 +114,7 @@ def refuse_unrouted(
     return [
         final_decision(s, job, "REJECTED", None, int(job["ts"]), 1, started_ns, reasons=reasons)
     ]
+
+
+def _with_headroom(view: RegionView, headroom: int) -> RegionView:
+    return view if view.headroom_gpus == headroom else replace(view, headroom_gpus=headroom)

@@ -5,7 +5,8 @@ emit, retry). Every method takes a decoded record and returns the messages to se
 Faust agents stay thin and unit tests run this against plain dicts. The class holds the
 state and the order of steps; the steps live beside it: `streams.routing` (which region),
 `streams.proposals` (the placer under quota), `streams.outcomes` (commit, forward, queue,
-hold, reject), `streams.recovery` (rebuild after a restart or rebalance).
+hold, reject), `streams.recovery` (rebuild after a restart or rebalance), `streams.ticks`
+(the passes after a release and on the timer).
 
 Durable state is four changelog-backed tables, written only from region-partitioned events
 so each entry lands in its region's changelog partition:
@@ -34,36 +35,34 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from infra.topics import REPLAN_TICKS, RegionPartitioner
+from infra.topics import RegionPartitioner
 from scorer import (
     ClusterState,
     JobSpec,
     PlacementResult,
     Placer,
-    RegionView,
     ReservationError,
 )
 from scorer.replan import ReplanConfig, Waiting
 from scorer.tenancy import TenancyPolicy
-from streams.bandwidth import flows_from_records
 from streams.clock import Clock, as_clock
 from streams.convert import job_spec, node_spec, parse_assignments
 from streams.fairness import WithinOrder
 from streams.horizon import DecidedJobs, ReleasedLog
 from streams.lifecycle import force_evict, on_job_event
-from streams.outbox import Outgoing, new_event_id, outgoing
+from streams.outbox import Outgoing
 from streams.outcomes import commit, forecast_gate, refused
 from streams.preemption import Preemptions
 from streams.proposals import propose, restrict
 from streams.queueing import respect_reservation, retry_region
-from streams.recovery import epoch_ends, forget_unowned, rebuild_tables
+from streams.recovery import rebuild_state
 from streams.replanning import Replanner
-from streams.routing import reject_invalid, route
+from streams.routing import region_views, reject_invalid, route
 from streams.speed_order import ORDERS, order_waiting
 from streams.tenancy import Tenancy
+from streams.ticks import after_release, tick_messages, tick_passes
 from streams.waiting import enqueue, queued_decision
 
 if TYPE_CHECKING:
@@ -155,16 +154,7 @@ class Scheduler:
         `owns(region)` says which regions this worker holds now: the rest leave memory, and
         only owned regions' placements are restored. See `streams.recovery` for the rules.
         """
-        forget_unowned(self, owns)
-        rebuild_tables(self, logged, epoch_ends(ended), owns)
-        self.preemption.restore()
-        if self.replanner is not None:
-            self.replanner.rebuild(moves or {}, migrated or {}, set(ended))  # keys: the ended
-        if self.network is not None:  # placed flows, from the reservations still held
-            self.network.clear()
-            for job_id, entry in self.reservations.items():
-                if not entry.get("released"):
-                    self._note_flows(job_id, entry.get("flows"))
+        rebuild_state(self, logged, ended, owns, moves=moves or {}, migrated=migrated or {})
         log.info(
             "rebuilt nodes=%d final=%d held=%d queued=%d",
             len(self.nodes),
@@ -196,21 +186,9 @@ class Scheduler:
     # -- routing ------------------------------------------------------------------------------
 
     def region_views(self) -> dict[str, Any]:
-        """Region summaries for the router, recomputed at most every `view_ttl_s`.
-
-        Summarising 10,000 nodes costs ~0.6 ms; the router may be a moment behind because the
-        placer, which reads the arrays directly, has the last word (and spills over).
-        """
-        at, views = self._views
-        now = time.monotonic()
-        if now - at >= self.view_ttl_s or not views:
-            views = self.state.region_views()
-            if self.remote_views is not None:  # regions other workers own; ours are exact
-                views = {**self.remote_views(), **views}
-            if self.forecasts is not None:
-                views = {r: _with_headroom(v, self.forecasts.headroom(r)) for r, v in views.items()}
-            self._views = (now, views)
-        return views
+        """Region summaries for the router, recomputed at most every `view_ttl_s`
+        (`streams.routing`)."""
+        return region_views(self)
 
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best
@@ -344,28 +322,9 @@ class Scheduler:
         return on_job_event(self, event, produced_ms=produced_ms)
 
     def after_release(self, regions: Sequence[str]) -> list[Outgoing]:
-        """Capacity came back: waiting jobs first, then running jobs that a faster GPU suits."""
-        out: list[Outgoing] = []
-        for region in regions:
-            out.extend(self._replan(region))
-        return out
-
-    def _replan(self, region: str) -> list[Outgoing]:
-        """Waiting jobs first (a gang whose node was just freed for it before all), then
-        running jobs a faster free GPU suits, then defragmentation for waiting gangs."""
-        out: list[Outgoing] = []
-        if self.replanner is not None:
-            for gang in self.replanner.room_ready(region):
-                routed = self.queue.get(gang)
-                if routed is not None:
-                    note = "defragmentation freed a node for this gang"
-                    out.extend(self.place_waiting(routed, note=note))
-                else:  # a running gang spread over nodes: consolidate it on the freed node
-                    out.extend(self.replanner.better_match(region, only={gang}))
-        out.extend(self.retry_queue(region))
-        if self.replanner is not None:
-            out.extend(self.replanner.passes(region))
-        return out
+        """Capacity came back: waiting jobs first, then running jobs that a faster GPU suits
+        (`streams.ticks`)."""
+        return after_release(self, regions)
 
     def _speed_order(self, waiting: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """Within a tenant: priority bands, then the job that gains most from the free GPUs
@@ -400,18 +359,9 @@ class Scheduler:
         """The scheduler's timer (worker: every `worker.replan_interval_s`, per owned partition;
         replay: `tick_s`): grace periods that ended, every queue retried, then a few waiting
         jobs look for victims (priority preemption, quota reclaim); re-planning drops holds of
-        moves not confirmed in time and looks for running jobs a faster free GPU suits."""
-        self.clock.observe(now_ms)
-        out = self.preemption.expire(now_ms, regions)
-        active = {r["region"] for r in self.queue.values()}
-        if self.replanner is not None:
-            active |= set(self.replanner.expire())
-            active |= self.replanner.regions()
-        if regions is not None:
-            active &= set(regions)
-        for region in sorted(active):
-            out.extend(self._replan(region))
-            out.extend(self.preemption.sweep(region))
+        moves not confirmed in time and looks for running jobs a faster free GPU suits
+        (`streams.ticks`). Then what the horizon no longer needs is forgotten."""
+        out = tick_passes(self, now_ms, regions)
         held = self.state.jobs
         self.final.prune(keep=lambda job_id: job_id in held)
         self._waiting_known = {k: w for k, w in self._waiting_known.items() if k[0] in self.queue}
@@ -423,27 +373,13 @@ class Scheduler:
     def ticks(self, now_ms: int) -> list[Outgoing]:
         """The worker's timer as one ReplanTick per region it holds (`on_tick` runs when each
         comes back through the region's partition, so its table writes land there)."""
-        return [
-            outgoing(
-                REPLAN_TICKS,
-                region,
-                {"event_id": new_event_id(), "ts": now_ms, "region": region},
-                region=region,
-                partition_of=self.partition_of,
-            )
-            for region in self.state.regions
-            if self.state.slots(region).size
-        ]
+        return tick_messages(self, now_ms)
 
     def moves_in_flight(self) -> list[str]:
         """Jobs with a migration committed and not yet confirmed (their targets are held)."""
         return [j for j, m in self.moves.items() if m.get("status") == "pending"]
 
     # -- network ------------------------------------------------------------------------------
-
-    def _note_flows(self, job_id: str, records: Any) -> None:
-        if self.network is not None and records:
-            self.network.note_placed(job_id, flows_from_records(records))
 
     def running_flows(self) -> dict[str, Any]:
         """Flows of the jobs the reservation table says still hold GPUs."""
@@ -453,7 +389,3 @@ class Scheduler:
 
     def queued_in(self, region: str) -> int:
         return sum(1 for r in self.queue.values() if r["region"] == region)
-
-
-def _with_headroom(view: RegionView, headroom: int) -> RegionView:
-    return view if view.headroom_gpus == headroom else replace(view, headroom_gpus=headroom)
