@@ -12,19 +12,19 @@ applied only if its target is still free. After a restart the tables come back f
 changelogs and `rebuild` reconciles them with the decision and job-event logs.
 
 Rate limits: per job (`job_cooldown_s`, `max_moves_per_job`, counted on the reservation entry),
-per region (`region_max_moves` moves begun in any `region_window_s`).
+per region (`region_max_moves` moves begun in any `region_window_s`). Defragmentation's rooms
+(a node freed for a waiting gang) are kept here and handled in `streams.defragmentation`.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from infra.topics import DECISIONS_MIGRATION, RegionPartitioner
-from scorer import Assignment, ClusterState, JobSpec, Placer, ReservationError
+from scorer import ClusterState, Placer, ReservationError
 from scorer.fragmix import LearnedMix
 from scorer.replan import (
     MoveProposal,
@@ -33,12 +33,12 @@ from scorer.replan import (
     Statement,
     better_match,
     cheaper_or_greener,
-    free_node_for,
     movable,
     next_checkpoint_ms,
 )
 from streams.clock import Clock
-from streams.convert import job_spec, parse_assignments
+from streams.convert import parse_assignments
+from streams.defragmentation import SPREAD_GAIN, defragment, drop_room, hold_room, room_ready
 from streams.migrations import (
     migration_record,
     move_entry,
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
     from streams.tenancy import Tenancy
 
 __all__ = ["SPREAD_GAIN", "Replanner", "SchedulerParts"]
-
-SPREAD_GAIN = 1.5  # a spread gang this much faster on one node is worth a node freed for it
 
 log = logging.getLogger(__name__)
 
@@ -251,108 +249,18 @@ class Replanner:
         return min([t for t in due if t > now], default=now + 3_600_000)
 
     def defragment(self, region: str) -> list[Outgoing]:
-        """If a gang waits in `region`, free one node for it by moving a few short jobs (one
-        gang at a time per region; `scorer.replan.defrag`)."""
-        if any(r["region"] == region for r in self.rooms.values()):
-            return []
-        now = self.parts.clock.now()
-        budget = min(self.config.defrag_moves_per_pass, self.region_budget(region, now))
-        gangs = self._waiting_gangs(region)
-        if budget <= 0 or not gangs:
-            return []
-        runs = self.running(region)
-        for gang in gangs:
-            statement = Statement(self.parts.state)
-            plan = free_node_for(
-                self.parts.state, self.parts.placer, gang, region, runs, now, self.config,
-                statement, self.mix, budget=budget,
-            )  # fmt: skip
-            if plan is None:
-                continue
-            before, after = plan.fragmentation
-            log.info(
-                "defragmentation region=%s gang=%s node=%s moves=%d wait_s=%.0f cost_s=%.0f "
-                "fragmentation=%.0f->%.0f",
-                region, gang.job_id, plan.node_id, len(plan.moves), plan.wait_s, plan.cost_s,
-                before, after,
-            )  # fmt: skip
-            self.rooms[gang.job_id] = {
-                "region": region,
-                "node": plan.node_id,
-                "room": f"{gang.job_id}#room",
-                "movers": [m.run.job_id for m in plan.moves],
-            }
-            note = f"region fragmentation (FGD) {before / 1000:.2f} -> {after / 1000:.2f} GPUs"
-            return self.commit_all([replace(m, explain=(*m.explain, note)) for m in plan.moves])
-        return []
-
-    def _waiting_gangs(self, region: str) -> list[JobSpec]:
-        """Queued gangs of `region` (whole GPUs, two or more), oldest first; then running gangs
-        spread over nodes that would run at least `SPREAD_GAIN` times as fast on one node. At
-        most `defrag_gangs` in all: each costs a look at every node of the region."""
-        gangs: list[tuple[int, Mapping[str, Any]]] = []
-        for routed in self.parts.queue.values():
-            job = routed["job"]
-            if routed["region"] != region or job["job_id"] in self.rooms:
-                continue
-            self.mix.observe(
-                job["job_id"], int(job.get("gpu_count", 1)), int(job.get("gpu_milli", 1000)),
-                int(job.get("cpu_milli") or 0), int(job.get("memory_mib") or 0),
-            )  # fmt: skip
-            if int(job.get("gpu_count", 1)) >= 2 and int(job.get("gpu_milli", 1000)) >= 1000:
-                gangs.append((int(routed["queued_ts"]), job))
-        limit = self.config.defrag_gangs
-        oldest = heapq.nsmallest(limit, gangs, key=lambda g: (g[0], g[1]["job_id"]))
-        out = [job_spec(job) for _, job in oldest]
-        if len(out) >= limit:
-            return out
-        now, tp = self.parts.clock.now(), self.parts.placer.throughput
-        for run in self.running(region):
-            spread = len({a.node_id for a in run.assignments}) > 1
-            if not spread or run.job_id in self.rooms or movable(run, now, self.config):
-                continue
-            if tp.relative_speed(run.job, run.gpu_model) >= SPREAD_GAIN * run.speed:
-                out.append(run.job)
-                if len(out) >= limit:
-                    break
-        return out
+        """If a gang waits in `region`, free one node for it by moving a few short jobs
+        (`streams.defragmentation`)."""
+        return defragment(self, region)
 
     def room_ready(self, region: str) -> list[str]:
         """Gangs of `region` whose node is free now (every mover left): release the room so
         the gang can take it, and try them first."""
-        ready = []
-        for gang, room in list(self.rooms.items()):
-            if room["region"] != region or any(self.pending(j) for j in room["movers"]):
-                continue
-            self.parts.state.release(room["room"])
-            del self.rooms[gang]
-            ready.append(gang)
-        return ready
-
-    def _hold_room(self, mover: str) -> None:
-        """A defragmentation mover left: hold its node's free GPUs for the gang."""
-        for room in self.rooms.values():
-            if mover in room["movers"]:
-                state = self.parts.state
-                slot = state.slot_of(room["node"])
-                state.release(room["room"])
-                free = [
-                    g for g in range(int(state.gpu_count[slot])) if state.free_milli[slot, g] > 0
-                ]
-                if free:
-                    state.reserve(
-                        room["room"],
-                        [
-                            Assignment(room["node"], (g,), int(state.free_milli[slot, g]))
-                            for g in free
-                        ],
-                    )
+        return room_ready(self, region)
 
     def drop_room(self, gang: str) -> None:
         """The gang was placed (or ended): its room is no longer needed."""
-        room = self.rooms.pop(gang, None)
-        if room is not None:
-            self.parts.state.release(room["room"])
+        drop_room(self, gang)
 
     def commit_all(self, proposals: Sequence[MoveProposal]) -> list[Outgoing]:
         """Commit proposals whose targets a Statement already holds."""
@@ -422,7 +330,7 @@ class Replanner:
         self.parts.reservations[job_id] = moved_entry(entry, decision, event, self.config, ts)
         self._live[job_id] = decision["to_region"]
         if decision.get("for_job_id"):
-            self._hold_room(job_id)
+            hold_room(self, job_id)
         return sorted({decision["from_region"], decision["to_region"]})
 
     # -- recovery -----------------------------------------------------------------------------
