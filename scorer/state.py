@@ -12,56 +12,16 @@ from types import MappingProxyType
 
 import numpy as np
 
-from scorer.catalog import Catalog, GpuModelSpec, default_catalog
+from scorer.catalog import Catalog, default_catalog
 from scorer.errors import ReservationError, UnknownNodeError
+from scorer.node_rows import FULL_GPU, SHARE_THRESHOLDS, Interner, island_ids, sm_version
+from scorer.reservation_check import reservation_need
 from scorer.stacks import node_stack
 from scorer.types import Assignment, NodeSpec, RegionView
 
 __all__ = ["FULL_GPU", "SHARE_THRESHOLDS", "ClusterState"]
 
-FULL_GPU = 1000  # milli-GPU of a whole GPU
-# free-share thresholds of the per-node fragmentation profile (multiples of 125 milli)
-SHARE_THRESHOLDS = np.arange(1, 9, dtype=np.int64) * 125
 DEFAULT_CARBON_G_PER_KWH = 400.0  # world-average grid intensity when a region sends no signal
-
-
-class _Interner:
-    """Stable small integers for names (regions, zones, racks, models)."""
-
-    def __init__(self) -> None:
-        self.names: list[object] = []
-        self.index: dict[object, int] = {}
-        self.labels: tuple[str, ...] = ()
-
-    def __call__(self, name: object) -> int:
-        idx = self.index.get(name)
-        if idx is None:
-            idx = self.index[name] = len(self.names)
-            self.names.append(name)
-            self.labels = (*self.labels, str(name))
-        return idx
-
-
-def _island_ids(node: NodeSpec) -> list[int]:
-    """NVLink island of each GPU: declared islands, else one island (NVLink) or one per GPU."""
-    if node.nvlink_islands:
-        ids = list(range(len(node.nvlink_islands), len(node.nvlink_islands) + node.gpu_count))
-        for island, members in enumerate(node.nvlink_islands):
-            for gpu in members:
-                if 0 <= gpu < node.gpu_count:
-                    ids[gpu] = island
-        return ids
-    if node.interconnect.lower() != "pcie":
-        return [0] * node.gpu_count
-    return list(range(node.gpu_count))
-
-
-def _sm(declared: str | None, spec: GpuModelSpec | None) -> float:
-    """The node's compute capability as declared ("9.0"), else the catalogue's."""
-    try:
-        return float(declared) if declared else (spec.compute_capability if spec else 0.0)
-    except ValueError:
-        return spec.compute_capability if spec else 0.0
 
 
 class ClusterState:
@@ -69,9 +29,9 @@ class ClusterState:
 
     def __init__(self, catalog: Catalog | None = None, *, capacity: int = 1024, gpus: int = 8):
         self.catalog = catalog or default_catalog()
-        self._region_ix, self._zone_ix, self._rack_ix = _Interner(), _Interner(), _Interner()
-        self._model_ix = _Interner()
-        self._stack_ix = _Interner()  # software stack families (cuda, rocm, cann, ...)
+        self._region_ix, self._zone_ix, self._rack_ix = Interner(), Interner(), Interner()
+        self._model_ix = Interner()
+        self._stack_ix = Interner()  # software stack families (cuda, rocm, cann, ...)
         self._slot_of: dict[str, int] = {}
         self._specs: list[NodeSpec | None] = []
         self._free_slots: list[int] = []
@@ -175,10 +135,10 @@ class ClusterState:
         stack = node_stack(node.software_stack, spec.vendor if spec else "")
         self.stack_family[slot] = self._stack_ix(stack.family)
         self.stack_version[slot] = stack.code
-        self.compute_capability[slot] = _sm(node.compute_capability, spec)
+        self.compute_capability[slot] = sm_version(node.compute_capability, spec)
         if previous is None or previous.gpu_count != node.gpu_count:
             self._reset_gpus(slot, node.gpu_count)
-        self.island[slot, : node.gpu_count] = _island_ids(node)
+        self.island[slot, : node.gpu_count] = island_ids(node)
         self._recount_free(node.node_id)
         if previous is None or previous.region != node.region:
             self._region_slots.clear()
@@ -294,7 +254,7 @@ class ClusterState:
             if held == assignments:
                 return
             raise ReservationError(f"job {job_id} already holds a different reservation")
-        need = self._check(job_id, assignments)
+        need = reservation_need(self, job_id, assignments)
         for (slot, gpu), milli in need.items():
             self.free_milli[slot, gpu] -= milli
         for a in assignments:
@@ -306,53 +266,6 @@ class ClusterState:
             self._node_jobs.setdefault(a.node_id, set()).add(job_id)
         for slot in {self._slot_of[a.node_id] for a in assignments}:
             self._refresh(slot)
-
-    def _check(
-        self, job_id: str, assignments: tuple[Assignment, ...]
-    ) -> dict[tuple[int, int], int]:
-        if not assignments or not any(
-            a.gpu_indices or a.cpu_milli or a.memory_mib for a in assignments
-        ):
-            raise ReservationError(f"job {job_id}: empty reservation")
-        need: dict[tuple[int, int], int] = {}
-        host: dict[int, tuple[int, int]] = {}
-        for a in assignments:
-            slot = self._slot_of.get(a.node_id)
-            if slot is None:
-                raise ReservationError(f"job {job_id}: unknown node {a.node_id}")
-            bad_share = a.gpu_indices and not 0 < a.gpu_milli <= FULL_GPU
-            if bad_share or len(set(a.gpu_indices)) != len(a.gpu_indices):
-                raise ReservationError(f"job {job_id}: bad share or repeated GPU on {a.node_id}")
-            for gpu in a.gpu_indices:
-                if not 0 <= gpu < self.gpu_count[slot]:
-                    raise ReservationError(f"job {job_id}: no GPU {gpu} on {a.node_id}")
-                need[slot, gpu] = need.get((slot, gpu), 0) + a.gpu_milli
-            cpu, mem = host.get(slot, (0, 0))
-            host[slot] = (cpu + a.cpu_milli, mem + a.memory_mib)
-        self._check_host(job_id, host)
-        for (slot, gpu), milli in need.items():
-            if milli > self.free_milli[slot, gpu]:
-                node_id = self._specs[slot].node_id  # type: ignore[union-attr]
-                raise ReservationError(
-                    f"job {job_id}: GPU {gpu} of {node_id} has {self.free_milli[slot, gpu]} "
-                    f"milli free, {milli} requested"
-                )
-        return need
-
-    def _check_host(self, job_id: str, host: Mapping[int, tuple[int, int]]) -> None:
-        """Declared host CPU and memory are capacity too (undeclared: not held against)."""
-        for slot, (cpu, mem) in host.items():
-            node_id = self._specs[slot].node_id  # type: ignore[union-attr]
-            if self.cpu_milli[slot] and cpu > self.free_cpu[slot]:
-                raise ReservationError(
-                    f"job {job_id}: {node_id} has {self.free_cpu[slot]} cpu_milli free, {cpu} "
-                    "requested"
-                )
-            if self.memory_mib[slot] and mem > self.free_mem[slot]:
-                raise ReservationError(
-                    f"job {job_id}: {node_id} has {self.free_mem[slot]} memory_mib free, {mem} "
-                    "requested"
-                )
 
     def release(self, job_id: str) -> bool:
         """Give a job's GPUs back. Idempotent: False when nothing was held."""

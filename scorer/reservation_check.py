@@ -1,0 +1,72 @@
+"""Whether a reservation fits a ClusterState, and the milli-GPU it takes from each GPU.
+
+Only over-allocation is refused (health is the filters' concern): every node must be known,
+every GPU must exist and have the milli-GPU asked of it free, a share must be 1..1000 milli on
+GPUs named once, and declared host CPU and memory are capacity too (undeclared: not held
+against). The first reason a reservation does not fit is a ReservationError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from scorer.errors import ReservationError
+from scorer.node_rows import FULL_GPU
+from scorer.types import Assignment
+
+if TYPE_CHECKING:
+    from scorer.state import ClusterState
+
+__all__ = ["reservation_need"]
+
+
+def reservation_need(
+    state: ClusterState, job_id: str, assignments: tuple[Assignment, ...]
+) -> dict[tuple[int, int], int]:
+    """The milli-GPU `assignments` take from each (slot, GPU) of `state`, all or nothing: a
+    ReservationError names the first thing that does not fit."""
+    if not assignments or not any(
+        a.gpu_indices or a.cpu_milli or a.memory_mib for a in assignments
+    ):
+        raise ReservationError(f"job {job_id}: empty reservation")
+    need: dict[tuple[int, int], int] = {}
+    host: dict[int, tuple[int, int]] = {}
+    for a in assignments:
+        slot = state._slot_of.get(a.node_id)
+        if slot is None:
+            raise ReservationError(f"job {job_id}: unknown node {a.node_id}")
+        bad_share = a.gpu_indices and not 0 < a.gpu_milli <= FULL_GPU
+        if bad_share or len(set(a.gpu_indices)) != len(a.gpu_indices):
+            raise ReservationError(f"job {job_id}: bad share or repeated GPU on {a.node_id}")
+        for gpu in a.gpu_indices:
+            if not 0 <= gpu < state.gpu_count[slot]:
+                raise ReservationError(f"job {job_id}: no GPU {gpu} on {a.node_id}")
+            need[slot, gpu] = need.get((slot, gpu), 0) + a.gpu_milli
+        cpu, mem = host.get(slot, (0, 0))
+        host[slot] = (cpu + a.cpu_milli, mem + a.memory_mib)
+    _check_host(state, job_id, host)
+    for (slot, gpu), milli in need.items():
+        if milli > state.free_milli[slot, gpu]:
+            node_id = state._specs[slot].node_id  # type: ignore[union-attr]
+            raise ReservationError(
+                f"job {job_id}: GPU {gpu} of {node_id} has {state.free_milli[slot, gpu]} "
+                f"milli free, {milli} requested"
+            )
+    return need
+
+
+def _check_host(state: ClusterState, job_id: str, host: Mapping[int, tuple[int, int]]) -> None:
+    """Declared host CPU and memory are capacity too (undeclared: not held against)."""
+    for slot, (cpu, mem) in host.items():
+        node_id = state._specs[slot].node_id  # type: ignore[union-attr]
+        if state.cpu_milli[slot] and cpu > state.free_cpu[slot]:
+            raise ReservationError(
+                f"job {job_id}: {node_id} has {state.free_cpu[slot]} cpu_milli free, {cpu} "
+                "requested"
+            )
+        if state.memory_mib[slot] and mem > state.free_mem[slot]:
+            raise ReservationError(
+                f"job {job_id}: {node_id} has {state.free_mem[slot]} memory_mib free, {mem} "
+                "requested"
+            )
