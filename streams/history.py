@@ -9,10 +9,11 @@ Each batch is inserted on a thread of its own while the next poll is decoded (on
 flight, `streams.history_writer`); its offsets are committed after it is written, in order.
 
 When ClickHouse is unavailable (cannot be opened) or refuses inserts, the sink backs off
-(0.2 s doubling to 5 s), stops reading (its partitions paused, still polling so the group keeps
-it) and commits nothing past what is stored; it retries the same batch until it is written and
-then catches up from where it stopped. `status()` says which state it is in; the worker shows
-it on `/health/` and `/metrics/`. Scheduling never waits on any of this: the sink only reads.
+(0.2 s doubling to 5 s, `streams.history_health`), stops reading (its partitions paused, still
+polling so the group keeps it) and commits nothing past what is stored; it retries the same
+batch until it is written and then catches up from where it stopped. `status()` says which
+state it is in; the worker shows it on `/health/` and `/metrics/`. Scheduling never waits on
+any of this: the sink only reads.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from infra.store.batching import Batch, Batcher
 from infra.store.rows import ConversionError, RowContext, to_rows
 from infra.topics import DEADLETTER, NODE_INVENTORY, TOPICS
 from schemas import DecodeError, make_codec
+from streams.history_health import StoreHealth
 from streams.history_telemetry import TelemetryLane, offsets_of, table_block, telemetry_chunk
 from streams.history_writer import InsertLane, Outcome
 
@@ -53,7 +55,6 @@ _TELEMETRY_TABLE = "node_telemetry"
 # second), so it lets the broker gather up to 1 MB for up to 1 s: a few listings per second
 # per partition instead of one per record batch.
 _FETCH = {"fetch.wait.max.ms": 1000, "fetch.min.bytes": 1_000_000}
-_RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
 @dataclass
@@ -96,10 +97,7 @@ class HistorySink:
         self._thread: threading.Thread | None = None
         self._consumer: Any = None
         self._producer: Any = None
-        self._failures = 0
-        self._failing_since: float | None = None
-        self._last_error = ""
-        self._state = "starting"
+        self._health = StoreHealth(self._stop)
         self.error: BaseException | None = None
         # called after each batch is written and committed: (seconds, events); for metrics
         self.on_batch: Callable[[float, int], None] | None = None
@@ -122,11 +120,12 @@ class HistorySink:
 
     def status(self) -> dict[str, Any]:
         """Where the sink stands: ok, starting, store_unavailable or backing_off, and why."""
-        failing = self._failing_since
+        health = self._health
+        failing = health.failing_since
         return {
-            "state": "crashed" if self.error is not None else self._state,
+            "state": "crashed" if self.error is not None else health.state,
             "failing_for_s": round(time.monotonic() - failing, 1) if failing else 0.0,
-            "last_error": self._last_error,
+            "last_error": health.last_error,
             "pending_events": self._batcher.pending_events() + self._inserts.pending_events(),
             "consumed": self.stats.consumed,
             "events_written": self.stats.events_written,
@@ -142,34 +141,13 @@ class HistorySink:
                 self._store = open_store(self.config)
             self._ctx = RowContext(self._known_models())
         except StoreError as exc:
-            self._failed("store_unavailable", exc)
+            self._health.failed("store_unavailable", exc)
             return False
         self._consumer = make_consumer(self.config.kafka, self.group_id, **_FETCH)
         self._producer = make_producer(self.config.kafka)
         self._consumer.subscribe(self.topics, on_revoke=self._on_revoke)
-        self._recovered()
+        self._health.recovered()
         return True
-
-    def _failed(self, state: str, exc: Exception) -> float:
-        """Record a failure and wait out its back-off (interrupted by stop); the delay."""
-        delay = _RETRY_S[min(self._failures, len(_RETRY_S) - 1)]
-        self._failures += 1
-        self._state = state
-        self._last_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        if self._failing_since is None:
-            self._failing_since = time.monotonic()
-            log.error("history store failing state=%s error=%s", state, self._last_error)
-        self._stop.wait(delay)
-        return delay
-
-    def _recovered(self) -> None:
-        if self._failing_since is not None:
-            log.warning(
-                "history store back after_s=%.1f failures=%d",
-                time.monotonic() - self._failing_since,
-                self._failures,
-            )
-        self._failures, self._failing_since, self._state = 0, None, "ok"
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Flush what is batched, commit, close the consumer (and the store if owned)."""
@@ -222,8 +200,8 @@ class HistorySink:
                     self._flush_requested.clear()
                     self._flush(wait=True)
                     self._mark_flushed()
-                elif self._batcher.due() or self._failures:  # retries wait for their insert
-                    self._flush(wait=self._failures > 0)
+                elif self._batcher.due() or self._health.failures:  # retries wait for their insert
+                    self._flush(wait=self._health.failures > 0)
             if self._consumer is not None:
                 self._flush(wait=True)
         except BaseException as exc:  # keep the worker alive; report through .error and logs
@@ -341,8 +319,8 @@ class HistorySink:
         if outcome.error is not None:
             self._insert_failed(outcome, outcome.error)
             return False
-        if self._failures:  # the store is back: read again
-            self._recovered()
+        if self._health.failures:  # the store is back: read again
+            self._health.recovered()
             self._consumer.resume(self._consumer.assignment())
         self._batcher.written(batch)
         self._producer.flush(10)  # dead letters of this batch are out before we commit
@@ -362,7 +340,7 @@ class HistorySink:
         # hold reading (still polling, so the group keeps us) until the batch is written
         self._consumer.pause(self._consumer.assignment())
         log.warning("history insert failed tables=%s error=%s", sorted(batch.tables()), exc)
-        self._failed("backing_off", exc)
+        self._health.failed("backing_off", exc)
 
     def _commit(self, batch: Batch) -> None:
         if not batch.offsets or self._consumer is None:
