@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import math
 import multiprocessing
 import signal
 import threading
@@ -31,12 +30,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from forecast import (
     DEFAULT_PLANS,
-    BacktestResult,
-    Forecast,
     Outcome,
     Plan,
     Series,
@@ -50,18 +45,12 @@ from infra.store import Store, StoreError
 from infra.store.series import GRID_SERIES, SERIES, fetch_series
 from infra.topics import FORECASTS_DEMAND
 from schemas import make_codec
-from streams.outbox import new_event_id, now_ms
+from streams.forecast_records import MODEL_SYMBOLS, forecast_records, score_rows
 
 __all__ = ["MODEL_SYMBOLS", "ForecastProcessor", "RunReport", "SeriesJob"]
 
 log = logging.getLogger(__name__)
 
-MODEL_SYMBOLS = {  # registry name -> DemandForecast.model
-    "seasonal_naive": "SEASONAL_NAIVE",
-    "holt_winters": "HOLT_WINTERS",
-    "lstm": "LSTM",
-    "prophet": "PROPHET",
-}
 _UPDATE_POINTS = 3  # points read when only updating: the new ones, and an overlap
 _FIT_TIMEOUT_S = 600.0
 
@@ -218,10 +207,10 @@ class ForecastProcessor:
                 refits.pop((job.plan.name, job.kind), None)
                 self._refit_at.pop((job.plan.name, job.kind), None)
                 continue
-            records.extend(self._records(job, outcome))
+            records.extend(forecast_records(job, outcome, self.settings.level))
             if outcome.backtest is not None:
                 report.refits += 1
-                scores.extend(self._score_rows(job, outcome, outcome.backtest))
+                scores.extend(score_rows(job, outcome, outcome.backtest))
         self._refit_at.update(refits)
         self._publish(records)
         report.forecasts = len(records)
@@ -321,15 +310,6 @@ class ForecastProcessor:
 
     # -- output ---------------------------------------------------------------------------------
 
-    def _records(self, job: SeriesJob, outcome: Outcome) -> list[dict[str, Any]]:
-        chosen = _record(job, outcome.forecast, outcome.chosen, True, self.settings.level)
-        if outcome.chosen == "seasonal_naive":
-            return [chosen]
-        return [
-            chosen,
-            _record(job, outcome.baseline, "seasonal_naive", False, self.settings.level),
-        ]
-
     def _publish(self, records: list[dict[str, Any]]) -> None:
         if not records:
             return
@@ -342,63 +322,7 @@ class ForecastProcessor:
             self._producer.poll(0)
         self._producer.flush(10)
 
-    def _score_rows(
-        self, job: SeriesJob, outcome: Outcome, result: BacktestResult
-    ) -> list[dict[str, Any]]:
-        at = job.series.end_s * 1000
-        window = result.path_choice.window_mase
-        return [
-            {
-                "ts": at,
-                "event_id": new_event_id(job.key, str(at), row.model, str(row.horizon_steps)),
-                "region": job.region,
-                "gpu_model": job.gpu_model,
-                "series": job.kind,
-                "plan": job.plan.name,
-                "step_s": job.plan.step_s,
-                "model": row.model,
-                "horizon_steps": row.horizon_steps,
-                "smape": row.smape,
-                "mase": row.mase,
-                "coverage": row.coverage,
-                "origins": row.origins,
-                "chosen": row.model == outcome.chosen,
-                "window_mase": float(window.get(row.model, math.nan)),
-                "points": len(job.series),
-                "filled": int(job.series.filled.sum()),
-            }
-            for row in result.rows
-        ]
-
 
 def _min_points(plan: Plan) -> int:
     """The seasonal-naive baseline's minimum: two seasons and a point."""
     return 2 * season_length(plan.step_s) + 1
-
-
-def _record(
-    job: SeriesJob, forecast: Forecast, model: str, selected: bool, level: float
-) -> dict[str, Any]:
-    """A DemandForecast record; every gpuflow series is >= 0, so the forecast is clipped there."""
-    issued = forecast.start_s * 1000
-
-    def clean(values: np.ndarray) -> list[float]:
-        return [float(v) for v in np.maximum(np.nan_to_num(values, nan=0.0), 0.0)]
-
-    return {
-        "event_id": new_event_id(job.key, str(issued), model),
-        "ts": now_ms(),
-        "schema": 2,
-        "region": job.region,
-        "gpu_model": job.gpu_model,
-        "issued_ts": issued,
-        "step_s": job.plan.step_s,
-        "points": clean(forecast.point),
-        "lower": clean(forecast.lower),
-        "upper": clean(forecast.upper),
-        "interval": level,
-        "model": MODEL_SYMBOLS[model],
-        "series": job.kind,
-        "plan": job.plan.name,
-        "selected": selected,
-    }
