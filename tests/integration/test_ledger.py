@@ -42,10 +42,11 @@ def _send(config: Config, events: list[tuple[str, dict[str, Any]]]) -> None:
     p.flush(10)
 
 
-def _history(prefix: str, n: int) -> list[tuple[str, dict[str, Any]]]:
+def _history(prefix: str, n: int, *, epochs: bool = False) -> list[tuple[str, dict[str, Any]]]:
     """n jobs through the four logs: routed, decided (every fifth refused), every other placed
     one finished, every third evicted and placed again at epoch 1, every fourth moved (its
-    MigrationDecision delivered twice) and confirmed MIGRATED."""
+    MigrationDecision delivered twice) and confirmed MIGRATED. With `epochs`, ends carry the
+    epoch they end, as a worker writes them (without, they say none, i.e. 0)."""
     now = int(time.time() * 1000)
     out: list[tuple[str, dict[str, Any]]] = []
     for i in range(n):
@@ -56,16 +57,18 @@ def _history(prefix: str, n: int) -> list[tuple[str, dict[str, Any]]]:
             out.append(("PlacementDecision", refused))
             continue
         out.append(("PlacementDecision", S.placement(job_id, ts, submitted_ts=ts)))
+        epoch: dict[str, Any] = {"epoch": 0} if epochs else {}
         if i % 3 == 0:
-            out.append(("JobEvent", S.job_event(job_id, "eu", "EVICTED", ts + 1)))
+            out.append(("JobEvent", S.job_event(job_id, "eu", "EVICTED", ts + 1) | epoch))
             again = S.placement(job_id, ts + 2, submitted_ts=ts) | {"epoch": 1}
             out.append(("PlacementDecision", again))
+            epoch = {"epoch": 1} if epochs else {}
         if i % 4 == 0:
             move = S.migration(job_id, "eu", "eu", ts + 3)
             out += [("MigrationDecision", move), ("MigrationDecision", move)]
             out.append(("JobEvent", S.job_event(job_id, "eu", "MIGRATED", ts + 4, nodes=("n2",))))
         if i % 2 == 0:
-            out.append(("JobEvent", S.job_event(job_id, "eu", "FINISHED", ts + 5)))
+            out.append(("JobEvent", S.job_event(job_id, "eu", "FINISHED", ts + 5) | epoch))
     return out
 
 
@@ -145,37 +148,12 @@ def test_prune_keeps_live_jobs_and_the_horizon(config: Config) -> None:
     assert ledger.ended["d3"] == {0: ("EVICTED", ledger.ended["d3"][0][1])}
 
 
-def _lived(prefix: str, n: int) -> list[tuple[str, dict[str, Any]]]:
-    """n jobs as a worker writes them: every fifth refused, every third evicted and placed
-    again at epoch 1, every other one finished at its last epoch (ends carry their epoch)."""
-    now = int(time.time() * 1000)
-    out: list[tuple[str, dict[str, Any]]] = []
-    for i in range(n):
-        job_id, ts = f"{prefix}{i}", now + i
-        out.append(("RoutedJob", S.routed_job(S.job_submitted(job_id, "t", ts), "eu", ts)))
-        if i % 5 == 0:
-            refused = S.placement(job_id, ts, submitted_ts=ts, outcome="REJECTED", region=None)
-            out.append(("PlacementDecision", refused))
-            continue
-        out.append(("PlacementDecision", S.placement(job_id, ts, submitted_ts=ts)))
-        epoch = 0
-        if i % 3 == 0:
-            evicted = S.job_event(job_id, "eu", "EVICTED", ts + 1) | {"epoch": 0}
-            again = S.placement(job_id, ts + 2, submitted_ts=ts) | {"epoch": 1}
-            out += [("JobEvent", evicted), ("PlacementDecision", again)]
-            epoch = 1
-        if i % 2 == 0:
-            finished = S.job_event(job_id, "eu", "FINISHED", ts + 5) | {"epoch": epoch}
-            out.append(("JobEvent", finished))
-    return out
-
-
 def test_a_fold_pruned_as_it_reads_ends_where_one_pruned_after_reading_does(
     config: Config,
 ) -> None:
     """A snapshot's fold prunes every so many records, so it never holds a whole save
     interval of ended jobs; what it ends with is what pruning after the fold leaves."""
-    _send(config, _lived("q", 90))
+    _send(config, _history("q", 90, epochs=True))
     later = int(time.time() * 1000) + HORIZON_MS + 60_000  # everything over is past the horizon
     whole = Ledger()
     whole.catch_up(config.kafka, CODEC)
