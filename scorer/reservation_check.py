@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from scorer.errors import ReservationError
+from scorer.errors import ReservationError, UnknownNodeError
 from scorer.node_rows import FULL_GPU
 from scorer.types import Assignment
 
@@ -33,9 +33,10 @@ def reservation_need(
     need: dict[tuple[int, int], int] = {}
     host: dict[int, tuple[int, int]] = {}
     for a in assignments:
-        slot = state._slot_of.get(a.node_id)
-        if slot is None:
-            raise ReservationError(f"job {job_id}: unknown node {a.node_id}")
+        try:
+            slot = state.slot_of(a.node_id)
+        except UnknownNodeError:
+            raise ReservationError(f"job {job_id}: unknown node {a.node_id}") from None
         bad_share = a.gpu_indices and not 0 < a.gpu_milli <= FULL_GPU
         if bad_share or len(set(a.gpu_indices)) != len(a.gpu_indices):
             raise ReservationError(f"job {job_id}: bad share or repeated GPU on {a.node_id}")
@@ -48,7 +49,7 @@ def reservation_need(
     _check_host(state, job_id, host)
     for (slot, gpu), milli in need.items():
         if milli > state.free_milli[slot, gpu]:
-            node_id = state._specs[slot].node_id  # type: ignore[union-attr]
+            node_id = state.spec(slot).node_id
             raise ReservationError(
                 f"job {job_id}: GPU {gpu} of {node_id} has {state.free_milli[slot, gpu]} "
                 f"milli free, {milli} requested"
@@ -59,7 +60,7 @@ def reservation_need(
 def _check_host(state: ClusterState, job_id: str, host: Mapping[int, tuple[int, int]]) -> None:
     """Declared host CPU and memory are capacity too (undeclared: not held against)."""
     for slot, (cpu, mem) in host.items():
-        node_id = state._specs[slot].node_id  # type: ignore[union-attr]
+        node_id = state.spec(slot).node_id
         if state.cpu_milli[slot] and cpu > state.free_cpu[slot]:
             raise ReservationError(
                 f"job {job_id}: {node_id} has {state.free_cpu[slot]} cpu_milli free, {cpu} "

@@ -231,7 +231,7 @@ def forget_unowned(s: Scheduler, owns: Callable[[str], bool]) -> list[str]:
         s.last_seen.pop(node_id, None)
     if dropped:
         log.info("forgot regions no longer owned nodes=%d", len(dropped))
-    s._views = (0.0, {})
+    s.view_cache = (0.0, {})
     return dropped
 
 

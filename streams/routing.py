@@ -30,7 +30,7 @@ def region_views(s: Scheduler) -> dict[str, Any]:
     Summarising 10,000 nodes costs ~0.6 ms; the router may be a moment behind because the
     placer, which reads the arrays directly, has the last word (and spills over).
     """
-    at, views = s._views
+    at, views = s.view_cache
     now = time.monotonic()
     if now - at >= s.view_ttl_s or not views:
         views = s.state.region_views()
@@ -38,7 +38,7 @@ def region_views(s: Scheduler) -> dict[str, Any]:
             views = {**s.remote_views(), **views}
         if s.forecasts is not None:
             views = {r: _with_headroom(v, s.forecasts.headroom(r)) for r, v in views.items()}
-        s._views = (now, views)
+        s.view_cache = (now, views)
     return views
 
 

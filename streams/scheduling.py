@@ -113,7 +113,8 @@ class Scheduler:
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
         self.porting_penalties = dict(porting_penalties or {})  # the router's, as the placer's
-        self._views: tuple[float, dict[str, Any]] = (0.0, {})
+        # (when, views): the router's region summaries, kept by streams.routing.region_views
+        self.view_cache: tuple[float, dict[str, Any]] = (0.0, {})
         # gangs that fit no region may span the regions this worker holds (one worker only:
         # a reservation lives in its anchor region's changelog); placed flows go to the view
         self.cross_region = cross_region
