@@ -93,6 +93,7 @@ class EventPublisher:
         return make_producer(
             self.config.kafka,
             **{"linger.ms": 20, "batch.num.messages": 10000,
+               "compression.type": self.config.kafka.compression,
                "queue.buffering.max.messages": 500000, "queue.buffering.max.kbytes": 1048576},
         )  # fmt: skip
 

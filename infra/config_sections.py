@@ -28,6 +28,9 @@ __all__ = [
 _SECRET_MARKERS = ("password", "secret", "token", "key")
 
 
+COMPRESSION_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # librdkafka's compression.type
+
+
 @dataclass(frozen=True)
 class KafkaConfig:
     """Where the Kafka-protocol broker is and how clients talk to it."""
@@ -40,6 +43,9 @@ class KafkaConfig:
     schema_registry_url: str = ""  # empty: Avro single-object encoding
     # regions pinned to partitions in this order ("us-east,eu-west,..."); others: crc32
     region_order: str = ""
+    # codec of the fleet's and node agents' producers (telemetry, inventory): most of the bytes
+    # on the broker. "none", "gzip", "snappy", "lz4" or "zstd"; consumers need nothing set
+    compression: str = "zstd"
     client: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
@@ -51,6 +57,9 @@ class KafkaConfig:
         for region in pinned:
             if pinned.count(region) > 1:
                 raise ConfigError(f"kafka.region_order: {region!r} is listed twice")
+        if self.compression not in COMPRESSION_CODECS:
+            codecs = ", ".join(COMPRESSION_CODECS)
+            raise ConfigError(f"kafka.compression: {self.compression!r} is not one of {codecs}")
 
     @property
     def regions_pinned(self) -> tuple[str, ...]:

@@ -170,6 +170,13 @@ def test_region_order_pins_regions_to_partitions() -> None:
         load_config(env={"GPUFLOW_KAFKA_REGION_ORDER": "us-east,us-east"})
 
 
+def test_compression_is_a_librdkafka_codec() -> None:
+    assert load_config(env={}).kafka.compression == "zstd"
+    assert load_config(env={"GPUFLOW_KAFKA_COMPRESSION": "lz4"}).kafka.compression == "lz4"
+    with pytest.raises(ConfigError, match=r"^kafka\.compression: 'brotli' is not one of none, "):
+        load_config(env={"GPUFLOW_KAFKA_COMPRESSION": "brotli"})
+
+
 def test_porting_penalties_parse_and_fail_at_load() -> None:
     cfg = load_config(env={"GPUFLOW_WORKER_PORTING_PENALTY": "rocm=10, CANN=50"})
     assert cfg.worker.porting_penalties == {"rocm": 10.0, "cann": 50.0}
