@@ -52,6 +52,15 @@ def rss_mb(pid: int) -> float:
     return pages * _PAGE / 1e6
 
 
+def rss_file_mb(pid: int) -> float:
+    """The file-backed part of a process's RSS in MB (mapped code and data files: chDB's
+    ~550 MB library is faulted in page by page as new code runs; the kernel can drop them)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    return 0.0
+
+
 def child_pids(pid: int) -> list[int]:
     """Direct children of a process (the worker's history child, for instance)."""
     out = []
