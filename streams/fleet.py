@@ -53,6 +53,17 @@ class _Front:
         return self.ts_ms + (0 if behind else int((time.monotonic() - self.at) * 1000))
 
 
+_NOT_CONTENT = ("event_id", "ts", CORDON_KEY)  # an event's identity and time; our cordon mark
+
+
+def _same_inventory(held: Mapping[str, Any], record: Mapping[str, Any]) -> bool:
+    """Whether an inventory says what the held one says, its identity and time apart (the
+    held entry may carry this worker's cordon mark, which no inventory has)."""
+    return all(held.get(k) == v for k, v in record.items() if k not in _NOT_CONTENT) and all(
+        k in record for k in held if k not in _NOT_CONTENT
+    )
+
+
 class FleetTracker:
     """Applies node events to the scheduler's arrays and summarises regions per window."""
 
@@ -66,6 +77,9 @@ class FleetTracker:
         self._last_ts: dict[str, int] = {}  # node -> ts of the last telemetry applied
         self._front = _Front()
         self._heard: dict[str, int] = {}  # node -> ts of its newest report (inventory too)
+        # node -> ts of its newest inventory (the table keeps the ts of the last one that
+        # changed something; a re-announcement only moves this)
+        self._inventory_ts: dict[str, int] = {}
         self.ignored: Counter[str] = Counter()  # valid events with nothing to apply
         self.retry_every_s = 1.0
         self.protection = Protection(scheduler, scheduler.tenancy.policy.protection)
@@ -78,14 +92,23 @@ class FleetTracker:
         """
         node_id = record["node_id"]
         held = self.s.nodes.get(node_id)
-        if held is not None and int(record.get("ts", 0)) < int(held.get("ts", 0)):
+        ts = int(record.get("ts") or 0)
+        newest = max(int((held or {}).get("ts") or 0), self._inventory_ts.get(node_id, 0))
+        if held is not None and ts < newest:
             self.ignored["inventory_out_of_order"] += 1
+            return []
+        self._inventory_ts[node_id] = ts
+        self.s.last_seen[node_id] = time.monotonic()
+        self._heard_from(node_id, ts)
+        if held is not None and _same_inventory(held, record):
+            # the periodic re-announcement: nothing to write (a changelog record per node per
+            # minute, kept for ever by the embedded broker), to recompute, or to retry the
+            # region's queue for (its capacity did not change; a long queue's retry costs ms)
+            self.ignored["inventory_unchanged"] += 1
             return []
         cordon = (held or {}).get(CORDON_KEY)
         self.s.nodes[node_id] = dict(record) | ({CORDON_KEY: cordon} if cordon else {})
         self.s.state.upsert_node(node_spec(record))
-        self.s.last_seen[node_id] = time.monotonic()
-        self._heard_from(node_id, int(record.get("ts") or 0))
         shrank = held is not None and int(record["gpu_count"]) < int(held["gpu_count"])
         out = self._report_lost_gpus(node_id, int(record["gpu_count"])) if shrank else []
         if self.s.queued_in(record["region"]):

@@ -14,7 +14,7 @@ from agents import Fault, SimulatedFleet, demo_fleet, generate_nodes, run_fleet
 from gpuflow.stack import WorkerProcess
 from infra.broker import free_port
 from infra.config import Config
-from infra.kafka import committed_offsets
+from infra.kafka import committed_offsets, end_offsets
 from infra.topics import NODE_TELEMETRY
 
 pytestmark = pytest.mark.integration
@@ -89,6 +89,41 @@ def test_free_capacity_matches_the_fleet_and_silent_nodes_go_stale(
         group = f"{cfg.worker.app_id}-telemetry" if lane else cfg.worker.app_id
         assert wait_for(lambda: sum(committed_offsets(cfg.kafka, group, NODE_TELEMETRY).values())
                         >= 2000, 30)  # fmt: skip
+    finally:
+        stop.set()
+        publisher.join(15)
+        worker.stop()
+
+
+def test_a_fleet_that_re_announces_itself_adds_nothing_to_the_nodes_changelog(
+    config: Config,
+) -> None:
+    """The agents re-send their inventory every minute (here every second); the worker's
+    `nodes` table is written once per node, so its changelog, which the embedded broker keeps
+    for ever, does not grow with uptime."""
+    cfg = dataclasses.replace(
+        config, worker=dataclasses.replace(config.worker, web_port=free_port())
+    )
+    spec = demo_fleet()
+    fleet = SimulatedFleet(spec, generate_nodes(spec, 40, seed=11), seed=11)
+    stop = threading.Event()
+    publisher = threading.Thread(
+        target=run_fleet, args=(cfg, fleet), kwargs={"stop": stop, "inventory_every_s": 1.0},
+        daemon=True,
+    )  # fmt: skip
+    worker = WorkerProcess(cfg).start()
+    publisher.start()
+    try:
+
+        def re_announced() -> bool:
+            try:
+                return _metrics(cfg)["ignored"].get("inventory_unchanged", 0) >= 40 * 4
+            except Exception:
+                return False
+
+        assert wait_for(re_announced, 60), worker.log_tail()
+        changelog = f"{cfg.worker.app_id}-nodes-changelog"
+        assert sum(end_offsets(cfg.kafka, changelog).values()) == 40
     finally:
         stop.set()
         publisher.join(15)

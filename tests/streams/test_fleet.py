@@ -157,3 +157,28 @@ def test_an_inventory_counts_as_hearing_from_a_node(inventory_age_s: int, stale:
     f.s.last_seen["n1"] = time.monotonic() - 20
     f.mark_stale(behind=True)
     assert f.stale == stale
+
+
+def test_a_re_announcement_that_changes_nothing_writes_nothing() -> None:
+    writes: list[str] = []
+
+    class Table(dict):  # the Faust table: each assignment is a changelog record
+        def __setitem__(self, key: str, value: Any) -> None:
+            writes.append(key)
+            super().__setitem__(key, value)
+
+    state = ClusterState()
+    s = Scheduler(state, Placer(state), reservations={}, queue={}, nodes=Table(), partitions=4)
+    f = FleetTracker(s, stale_after_s=5.0)
+    f.on_inventory(inv("n1") | {"ts": 1000, "event_id": "inv:n1:1000"})
+    f.on_inventory(inv("n1") | {"ts": 2000, "event_id": "inv:n1:2000"})  # re-announced
+    f.on_inventory(inv("n1") | {"ts": 3000, "event_id": "inv:n1:3000"})
+    assert writes == ["n1"] and f.ignored["inventory_unchanged"] == 2
+    assert f._heard["n1"] == 3000  # still heard from: it does not go stale
+
+    f.on_inventory(inv("n1") | {"ts": 2500})  # older than the newest, though the table says 1000
+    assert f.ignored["inventory_out_of_order"] == 1 and writes == ["n1"]
+
+    f.on_inventory(inv("n1", gpus=8) | {"ts": 4000})  # a real change is written
+    assert writes == ["n1", "n1"] and s.nodes["n1"]["ts"] == 4000
+    assert f.s.state.free_gpus("eu") == {"A100-80": 8}
