@@ -36,7 +36,9 @@ from infra.config import load_config
 from infra.kafka import admin
 
 
-def _fill(bootstrap: str, topic: str, partition: int, batches: int, per_batch: int) -> None:
+def fill_partition(
+    bootstrap: str, topic: str, partition: int, batches: int, per_batch: int
+) -> None:
     """Store `batches` record batches of `per_batch` records each in one partition."""
     if batches <= 0:
         return
@@ -103,7 +105,7 @@ def _variant(
     admin_client = admin(load_config(env={}).with_bootstrap(bootstrap).kafka)
     admin_client.create_topics([NewTopic(topic, 2, 1)])[topic].result()
     per_batch = kw.get("per_batch", 1)
-    _fill(bootstrap, topic, 0, stored // per_batch, per_batch)
+    fill_partition(bootstrap, topic, 0, stored // per_batch, per_batch)
     clock = ProcessClock({"broker": broker.pid})
     read_from = kw.get("read_partition", 0)
     got, wall = _round_trips(bootstrap, topic, read_from, fetches, fetch=kw.get("fetch", True))
@@ -135,7 +137,7 @@ def _idle(broker: EmbeddedBroker, stored: int, seconds: float = 5.0) -> dict[str
     topic = f"probe.idle.{stored}"
     client = admin(load_config(env={}).with_bootstrap(bootstrap).kafka)  # alive until done
     client.create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    _fill(bootstrap, topic, 0, stored, 1)
+    fill_partition(bootstrap, topic, 0, stored, 1)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "idle", "fetch.wait.max.ms": 50})
     c.assign([TopicPartition(topic, 0, OFFSET_END)])
     c.consume(10, timeout=1.0)

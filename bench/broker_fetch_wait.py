@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from bench._common import ProcessClock, load_average, percentiles, report_result
-from bench.broker_fetch import _fill
+from bench.broker_fetch import fill_partition
 from infra.broker import EmbeddedBroker
 from infra.config import load_config
 from infra.kafka import admin
@@ -60,7 +61,7 @@ def one_setting(
     topic = f"probe.wait.{name}"
     admin_client = admin(load_config(env={}).with_bootstrap(bootstrap).kafka)
     admin_client.create_topics([NewTopic(topic, 1, 1)])[topic].result()
-    _fill(bootstrap, topic, 0, stored, 1)
+    fill_partition(bootstrap, topic, 0, stored, 1)
     fetches: list[int] = []
 
     def stats(raw: str) -> None:
@@ -114,7 +115,8 @@ def main() -> None:
         ap.error(f"--settings: unknown {unknown[0]!r}; known: {', '.join(SETTINGS)}")
     load_before = load_average()
     base = load_config(env={})
-    with EmbeddedBroker(base.broker, Path("/tmp") / f"gpuflow-bench-wait-{time.time_ns()}") as b:
+    log_dir = Path(tempfile.mkdtemp(prefix="gpuflow-bench-wait-"))
+    with EmbeddedBroker(base.broker, log_dir) as b:
         by_setting = {
             s: one_setting(b, s, args.stored, args.rate, args.seconds)
             for s in args.settings.split(",")
