@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import faust
+from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as driver
 from faust.types import TP
 
@@ -151,6 +152,62 @@ class _Consumer(driver.Consumer):
     async def perform_seek(self) -> None:
         await super().perform_seek()
         self._sought = True
+
+    async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover
+        """Faust 0.15's loop handing fetched records to the streams, one change: while flow
+        is active, each record's callback is awaited directly.
+
+        Faust races every record's callback against the flow's suspension with `wait_first`:
+        four futures and an `asyncio.wait` per record, and a pass of the event loop between
+        records, so a stream's queue never held more than the one record its agent was about
+        to take, and `streams.batching` found nothing waiting. The callback (flow control,
+        producer back-pressure, decode, queue put) finishes without suspending unless a queue
+        is full or the producer is backed up, where awaiting it is the back-pressure wanted.
+        Once a rebalance has suspended the flow, records go Faust's way again.
+        """
+        callback, getmany = self.callback, self.getmany
+        consumer_stopped, fetcher_stopped = self._stopped.is_set, fetcher._stopped.is_set
+        get_read_offset = self._read_offset.__getitem__
+        set_read_offset = self._read_offset.__setitem__
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        suspended = self.suspend_flow.is_set
+        since_yield = 0
+        try:
+            while not (consumer_stopped() or fetcher_stopped()):
+                self.diag.set_flag(CONSUMER_FETCHING)
+                records = getmany(timeout=1.0)
+                await self.sleep(0)
+                if not self.should_stop:
+                    async for tp, message in records:
+                        since_yield += 1
+                        if since_yield > 100:
+                            await asyncio.sleep(0)
+                            since_yield = 0
+                        offset, read = message.offset, get_read_offset(tp)
+                        if read is not None and offset < read:
+                            continue  # read already (Faust logs it at dev level)
+                        gap = offset - (read or 0)
+                        if gap > 1 and read and acks_enabled_for(message.topic):
+                            await self._add_gap(tp, read + 1, offset)
+                        if self._commit_every is not None and self._n_acked >= self._commit_every:
+                            self._n_acked = 0
+                            await self.commit()
+                        if suspended():
+                            await self.wait_first(callback(message), self.suspend_flow.wait())
+                        else:
+                            await callback(message)
+                        set_read_offset(tp, offset)
+                    self.diag.unset_flag(CONSUMER_FETCHING)
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                return
+            raise
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                return
+            raise
+        finally:
+            self.diag.unset_flag(CONSUMER_FETCHING)
 
     def resume_flow(self) -> None:
         """Flow resumes; held stream partitions follow once they have been sought."""
