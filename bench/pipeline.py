@@ -235,6 +235,7 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         cpu_s = cpu_clock.cpu_s()
         run_s = time.time() - t0 / 1000
         written = {t: n - ends_before.get(t, 0) for t, n in _topic_ends(cfg).items()}
+        taken = _batches_taken(cfg)
         hop_stop.set()
         hop_thread.join()
         stack.check_worker()
@@ -249,6 +250,8 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         # CPU above the idle baseline (fleet telemetry, timers) per decided job
         "cpu_ms_per_decided_job_above_idle": marginal,
         # what the broker was asked to store during the run, per topic (the hop probe's too)
+        # events per batch each decision agent took (streams.batching; warm-up included)
+        "mean_batch_per_agent": taken,
         "records_written_per_decided_job": {
             t: round(n / decided, 2) for t, n in sorted(written.items(), key=lambda kv: -kv[1]) if n
         },
@@ -268,6 +271,16 @@ def _topic_ends(cfg: Config) -> dict[str, int]:
         return ends
     finally:
         c.close()
+
+
+def _batches_taken(cfg: Config) -> dict[str, float]:
+    """The worker's mean batch per decision agent: events read / batches taken (`/metrics/`)."""
+    import httpx
+
+    url = f"http://{cfg.worker.web_host}:{cfg.worker.web_port}/metrics/"
+    page = httpx.get(url, timeout=10).json()
+    consumed, taken = page.get("consumed", {}), page.get("batches", {})
+    return {name: round(consumed.get(name, 0) / n, 2) for name, n in sorted(taken.items()) if n}
 
 
 def _first_decision(cfg: Config, clock: DecisionClock, regions: list[str]) -> float:

@@ -133,6 +133,10 @@ class WorkerConfig:
     # start-up reads their tails (streams.ledger_snapshot); 0: read the whole logs at each start
     ledger_snapshot_s: float = 300.0
     local_placement: bool = True  # place jobs for regions this worker owns without a hop
+    # the router, placer and lifecycle agents take up to this many events that are already
+    # waiting as one batch (streams.batching): one queue pass per region, records produced
+    # together; 1: one event at a time
+    batch_max: int = 64
     # read NodeTelemetry with a batch consumer beside Faust's (streams.telemetry_reader): a poll
     # decoded column by column and applied at once; false: a Faust agent, one event at a time
     telemetry_lane: bool = True
@@ -153,6 +157,8 @@ class WorkerConfig:
         _ = self.porting_penalties  # a bad value fails at load, naming the setting
         if self.clock not in ("wall", "event"):
             raise ConfigError(f"worker.clock: must be wall or event, got {self.clock!r}")
+        if self.batch_max < 1:
+            raise ConfigError(f"worker.batch_max: must be at least 1, got {self.batch_max}")
 
     @property
     def porting_penalties(self) -> dict[str, float]:

@@ -43,6 +43,7 @@ from scorer.errors import GpuflowError, UnknownPluginError
 from scorer.network import NetworkView
 from streams.bandwidth import BandwidthProcessor
 from streams.bandwidth_agents import register_bandwidth
+from streams.batching import batches
 from streams.clock import EventClock, WallClock
 from streams.deferral import ForecastBook, ForecastUse
 from streams.history_process import HistoryProcess
@@ -208,39 +209,55 @@ def _async(fn: Any) -> Any:
 def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> None:
     # Each event is processed inside `rt.guard`: a hostile record that trips our logic is
     # dead-lettered with the exception, and the agent goes on with the next one.
-    @app.agent(topics[JOBS_SUBMITTED], name="gpuflow.router")
-    async def router(stream: Any) -> None:
-        async for event in stream.events():
-            async with rt.guard(event, "router"):
-                started = time.perf_counter_ns()
-                record = await rt.decode(event, "JobSubmitted", "router")
-                if record is None:
-                    continue
-                await rt.ensure_ready()
-                await rt.send_all(rt.scheduler.route(record, started_ns=started))
+    def take(stream: Any, name: str) -> Any:
+        def count(_: int) -> None:
+            rt.metrics.batches[name] += 1
 
-    @app.agent(topics[JOBS_ROUTED], name="gpuflow.placer")
-    async def placer(stream: Any) -> None:
-        async for event in stream.events():
-            async with rt.guard(event, "placer"):
-                started = time.perf_counter_ns()
-                record = await rt.decode(event, "RoutedJob", "placer")
-                if record is None:
-                    continue
-                await rt.ensure_ready()
-                await rt.send_all(rt.scheduler.place(record, started_ns=started))
+        return batches(stream, rt.config.worker.batch_max, count)
+
+    def deciding(name: str, expected: str, step: str) -> Any:
+        """An agent that decodes each event and hands it to `rt.scheduler.<step>`."""
+
+        async def agent(stream: Any) -> None:
+            async for batch in take(stream, name):
+                for event in batch:
+                    async with rt.guard(event, name):
+                        started = time.perf_counter_ns()
+                        record = await rt.decode(event, expected, name)
+                        if record is None:
+                            continue
+                        await rt.ensure_ready()
+                        decide = getattr(rt.scheduler, step)
+                        await rt.send_all(decide(record, started_ns=started))
+
+        return agent
+
+    app.agent(topics[JOBS_SUBMITTED], name="gpuflow.router")(
+        deciding("router", "JobSubmitted", "route")
+    )
+    app.agent(topics[JOBS_ROUTED], name="gpuflow.placer")(deciding("placer", "RoutedJob", "place"))
 
     @app.agent(topics[JOBS_EVENTS], name="gpuflow.lifecycle")
     async def lifecycle(stream: Any) -> None:
-        async for event in stream.events():
-            async with rt.guard(event, "lifecycle"):
-                record = await rt.decode(event, "JobEvent", "lifecycle")
-                if record is None:
-                    continue
-                await rt.ensure_ready()
-                produced_ms = int((event.message.timestamp or time.time()) * 1000)  # written at
-                await rt.send_all(rt.scheduler.on_job_event(record, produced_ms=produced_ms))
-            rt.job_events += 1  # handled (or faulted and dead-lettered): the lockstep counts it
+        async for batch in take(stream, "lifecycle"):
+            released: dict[str, Any] = {}  # region -> the last event that freed capacity there
+            for event in batch:
+                async with rt.guard(event, "lifecycle"):
+                    record = await rt.decode(event, "JobEvent", "lifecycle")
+                    if record is None:
+                        continue
+                    await rt.ensure_ready()
+                    produced_ms = int((event.message.timestamp or time.time()) * 1000)
+                    regions: list[str] = []
+                    out = rt.scheduler.on_job_event(
+                        record, produced_ms=produced_ms, released=regions
+                    )
+                    await rt.send_all(out)
+                    released.update(dict.fromkeys(regions, event))
+            for region, event in released.items():  # one queue pass per region for the batch
+                async with rt.guard(event, "lifecycle"):
+                    await rt.send_all(rt.scheduler.after_release([region]))
+            rt.job_events += len(batch)  # handled (or dead-lettered): the lockstep counts them
 
     @app.agent(topics[REPLAN_TICKS], name="gpuflow.replan")
     async def replan(stream: Any) -> None:

@@ -27,11 +27,16 @@ log = logging.getLogger(__name__)
 
 
 def on_job_event(
-    s: Scheduler, event: Mapping[str, Any], *, produced_ms: int | None = None
+    s: Scheduler,
+    event: Mapping[str, Any],
+    *,
+    produced_ms: int | None = None,
+    released: list[str] | None = None,
 ) -> list[Outgoing]:
     """Release GPUs when a placement ends (its epoch's end event); an evicted job is
-    requeued with its progress; then the region's queue is tried. `produced_ms`: when the
-    event was written to the log (its Kafka timestamp), if known."""
+    requeued with its progress; then the region's queue is tried, or, with `released`
+    given, the region is added to it for the caller's one pass after a batch of events.
+    `produced_ms`: when the event was written to the log (its Kafka timestamp), if known."""
     kind, job_id = event["type"], event["job_id"]
     if kind == "CHECKPOINTED":
         s.tenancy.checkpointed(job_id, int(event.get("ts") or s.clock()))
@@ -53,6 +58,9 @@ def on_job_event(
     out = end_placement(s, job_id, entry, event if kind == "EVICTED" else None)
     # on the region's own event, so the deletes land in its changelog partition
     s.released.forget(entry["region"], s.reservations)
+    if released is not None:
+        released.append(entry["region"])
+        return out
     return out + s.after_release([entry["region"]])
 
 

@@ -26,6 +26,7 @@ class Metrics:
     dead_lettered: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
     ignored: Counter[str] = field(default_factory=Counter)  # valid but out of date / unknown
+    batches: Counter[str] = field(default_factory=Counter)  # per agent (streams.batching)
 
     def seen(self, stream: str) -> None:
         self.events[stream] += 1
@@ -50,6 +51,7 @@ class Metrics:
             "dead_lettered": dict(self.dead_lettered),
             "faults": dict(self.faults),
             "ignored": dict(self.ignored),
+            "batches": dict(self.batches),  # consumed / batches: the mean batch taken
             "telemetry_lag_ms": {
                 "samples": int(lag.size),
                 "p50": float(np.percentile(lag, 50)) if lag.size else None,

@@ -305,22 +305,30 @@ class Scheduler:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def on_job_event(
-        self, event: Mapping[str, Any], *, produced_ms: int | None = None
+        self,
+        event: Mapping[str, Any],
+        *,
+        produced_ms: int | None = None,
+        released: list[str] | None = None,
     ) -> list[Outgoing]:
         """Release GPUs when a placement ends (its epoch's end event); an evicted job is
         requeued with its progress; then the region's queue is tried (`streams.lifecycle`).
 
-        `produced_ms` is when the event was written to the log (its Kafka timestamp): an end
-        written before this placement was decided (a finish before a start, a stale or
-        replayed event) is not about this placement and frees nothing.
+        `produced_ms`: when the event was written to the log (its Kafka timestamp); an end
+        written before this placement was decided frees nothing. With `released`, regions
+        whose capacity came back are added to it, for one `after_release` after a batch.
         """
         kind = event["type"]
         self.clock.observe(int(event.get("ts") or 0))
         if kind == "MIGRATED":
             if self.replanner is None:
                 return []
-            return self.after_release(self.replanner.on_migrated(event))
-        return on_job_event(self, event, produced_ms=produced_ms)
+            regions = self.replanner.on_migrated(event)
+            if released is not None:
+                released.extend(regions)
+                return []
+            return self.after_release(regions)
+        return on_job_event(self, event, produced_ms=produced_ms, released=released)
 
     def after_release(self, regions: Sequence[str]) -> list[Outgoing]:
         """Capacity came back: waiting jobs first, then running jobs that a faster GPU suits

@@ -243,3 +243,24 @@ def test_the_router_knows_the_models_of_the_placers_catalogue() -> None:
     assert routed.topic == JOBS_ROUTED and routed.record["region"] == "us"
     [d] = s.place(dict(routed.record), started_ns=0)
     assert d.record["outcome"] == "PLACED" and d.record["gpu_model"] == "X9"
+
+
+def test_a_batch_of_releases_defers_the_queue_pass_to_one_per_region() -> None:
+    s = make(node("n1", "eu", gpus=8))
+    decide(s, job("a", gpu_count=4))
+    decide(s, job("b", gpu_count=4))
+    [queued] = decide(s, job("c", gpu_count=8))
+    assert queued.record["outcome"] == "QUEUED"
+    released: list[str] = []
+    for done in ("a", "b"):
+        end = {"job_id": done, "type": "FINISHED", "region": "eu"}
+        # no pass yet: the freed GPUs wait for the batch's one pass
+        assert s.on_job_event(end, released=released) == []
+    assert released == ["eu", "eu"] and "c" in s.queue
+    assert s.state.free_gpus("eu") == {"A100-80": 8}
+    [placed] = s.after_release(list(dict.fromkeys(released)))
+    assert placed.record["job_id"] == "c" and placed.record["outcome"] == "PLACED"
+    # a replayed end in a later batch releases nothing and asks for no pass
+    again: list[str] = []
+    assert s.on_job_event({"job_id": "a", "type": "FINISHED", "region": "eu"}, released=again) == []
+    assert again == []
