@@ -65,8 +65,10 @@ def child_pids(pid: int) -> list[int]:
     """Direct children of a process (the worker's history child, for instance)."""
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        with open(task / "children") as fh:
-            out += [int(c) for c in fh.read().split()]
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:  # the thread ended after the listing
+            continue
     return out
 
 

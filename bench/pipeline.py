@@ -207,9 +207,9 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         stack.spawn("executor", ExecutorTwin(cfg, time_scale=1.0).run)
         clock = DecisionClock(cfg)
         stack.spawn("clock", clock.run)
-        ready_s = wait_worker_ready(
-            cfg.worker.web_host, cfg.worker.web_port, stack.worker.pid if stack.worker else None
-        )
+        # without the history sink there is no child process to wait for
+        child_of = stack.worker.pid if stack.worker and cfg.store.enabled else None
+        ready_s = wait_worker_ready(cfg.worker.web_host, cfg.worker.web_port, child_of)
         first_s = _first_decision(cfg, clock, regions=[r.name for r in spec.regions])
         hop_stop = threading.Event()
         hops: list[float] = []
