@@ -23,6 +23,12 @@ back. `_ConsumerThread` keeps only records of active partitions and seeks the ot
 Recovery ends: Faust restores a table up to the end offset the broker reports, and the embedded
 broker reports the base offset of the last batch + 1; `_Consumer.highwaters` reads to the end.
 
+Hand-off and pacing: `_Consumer._drain_messages` hands fetched records to the streams without
+Faust's per-record `wait_first`, so a backlog reaches the streams' queues and the agents can
+take it in batches (`streams.batching`); `_pace` sends the consumer's fetches at most every
+`kafka.fetch_interval_ms`, since on the embedded broker each fetch with data lists every stored
+batch of the partitions it returns.
+
 Leaving the group: on stop aiokafka sends LeaveGroup only from generation 1 on (Kafka's first),
 but the embedded broker numbers generations from 0, so a stopping worker never left and its
 partitions waited a session timeout. `_ConsumerThread` leaves from generation 0 too.
@@ -49,8 +55,36 @@ __all__ = ["GpuflowApp"]
 log = logging.getLogger(__name__)
 
 
+def _pace(consumer: Any, interval_s: float) -> None:
+    """Send the consumer's fetches at most once per `interval_s` per broker.
+
+    aiokafka sends the next fetch as soon as the last one returns, so while records keep
+    arriving a consumer fetches as fast as they come, and on the embedded broker every fetch
+    that returns data lists each returned partition's stored batches. The wait is taken before
+    the request, so records already fetched reach the streams at once. A request built before
+    a seek or a rebalance is discarded by aiokafka as usual (its offsets no longer match).
+    """
+    fetcher: Any = getattr(consumer, "_fetcher", None)
+    fetch = getattr(fetcher, "_proc_fetch_request", None)
+    if fetch is None or getattr(fetcher, "_gpuflow_paced", False):
+        return  # not started yet (no fetcher), or paced already
+    sent: dict[int, float] = {}
+
+    async def paced(assignment: Any, node_id: int, request: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        wait = sent.get(node_id, float("-inf")) + interval_s - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        sent[node_id] = loop.time()
+        return await fetch(assignment, node_id, request)
+
+    fetcher._proc_fetch_request = paced
+    fetcher._gpuflow_paced = True
+
+
 class _ConsumerThread(driver.AIOKafkaConsumerThread):
     fetch_max_wait_ms = 10
+    fetch_interval_s = 0.0
 
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
@@ -71,6 +105,8 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         paused while the fetch waited; Faust then drops both kinds, although aiokafka has
         already moved past them.
         """
+        if self.fetch_interval_s > 0:
+            _pace(consumer, self.fetch_interval_s)  # once its fetcher exists (after start)
         if active_partitions is not None and not active_partitions:
             await asyncio.sleep(min(timeout or 0.0, 0.05))
             return {}
@@ -231,4 +267,5 @@ class GpuflowApp(faust.App):
 
     def _new_transport(self) -> Any:
         _ConsumerThread.fetch_max_wait_ms = self.kafka.fetch_wait_ms
+        _ConsumerThread.fetch_interval_s = self.kafka.fetch_interval_ms / 1000
         return _Transport(self.conf.broker_consumer, self, loop=self.loop)

@@ -177,6 +177,16 @@ def test_compression_is_a_librdkafka_codec() -> None:
         load_config(env={"GPUFLOW_KAFKA_COMPRESSION": "brotli"})
 
 
+def test_fetch_pacing_and_batches_fail_at_load_when_out_of_range() -> None:
+    cfg = load_config(env={})
+    assert (cfg.kafka.fetch_interval_ms, cfg.worker.batch_max) == (50.0, 64)
+    assert load_config(env={"GPUFLOW_KAFKA_FETCH_INTERVAL_MS": "0"}).kafka.fetch_interval_ms == 0
+    with pytest.raises(ConfigError, match=r"^kafka\.fetch_interval_ms: must be >= 0, got -5"):
+        load_config(env={"GPUFLOW_KAFKA_FETCH_INTERVAL_MS": "-5"})
+    with pytest.raises(ConfigError, match=r"^worker\.batch_max: must be at least 1, got 0"):
+        load_config(env={"GPUFLOW_WORKER_BATCH_MAX": "0"})
+
+
 def test_porting_penalties_parse_and_fail_at_load() -> None:
     cfg = load_config(env={"GPUFLOW_WORKER_PORTING_PENALTY": "rocm=10, CANN=50"})
     assert cfg.worker.porting_penalties == {"rocm": 10.0, "cann": 50.0}

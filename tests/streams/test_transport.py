@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 from faust.types import TP
 
-from streams.transport import _Consumer, _ConsumerThread
+from streams.transport import _Consumer, _ConsumerThread, _pace
 
 JOBS = [TP("jobs", 0), TP("jobs", 1)]
 CHANGELOG = TP("app-reservations-changelog", 0)
@@ -123,3 +124,42 @@ def test_outside_a_rebalance_partitions_resume_at_once() -> None:
     with _consumer(rebalancing=False) as consumer:
         consumer.resume_partitions(JOBS)
         assert consumer._active_partitions == set(JOBS)
+
+
+class PacedFetcherTwin:
+    """aiokafka's Fetcher as `_pace` wraps it: one fetch request per call, its start recorded."""
+
+    def __init__(self) -> None:
+        self.started: list[float] = []
+
+    async def _proc_fetch_request(self, assignment: Any, node_id: int, request: Any) -> bool:
+        self.started.append(asyncio.get_running_loop().time())
+        return True
+
+
+def test_fetches_are_sent_at_most_once_per_interval_and_records_are_not_held() -> None:
+    async def run() -> list[float]:
+        fetcher = PacedFetcherTwin()
+        consumer = SimpleNamespace(_fetcher=fetcher)
+        _pace(consumer, 0.05)
+        _pace(consumer, 0.05)  # installed once, not wrapped twice
+        for _ in range(3):  # back to back, as while records keep arriving
+            assert await consumer._fetcher._proc_fetch_request(None, 1, None) is True
+        await asyncio.sleep(0.12)  # a quiet spell: the next fetch goes at once
+        quiet = asyncio.get_running_loop().time()
+        await consumer._fetcher._proc_fetch_request(None, 1, None)
+        starts = fetcher.started
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
+        return [*gaps, starts[-1] - quiet]
+
+    gaps = asyncio.run(run())
+    assert all(gap >= 0.045 for gap in gaps[:2]), gaps
+    assert gaps[-1] < 0.02, gaps
+
+
+def test_a_consumer_not_started_yet_is_paced_once_it_has_a_fetcher() -> None:
+    consumer = SimpleNamespace(_fetcher=None)
+    _pace(consumer, 0.05)  # nothing to wrap yet; the next call will
+    consumer._fetcher = PacedFetcherTwin()
+    _pace(consumer, 0.05)
+    assert getattr(consumer._fetcher, "_gpuflow_paced", False)
