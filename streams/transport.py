@@ -157,7 +157,11 @@ class _Consumer(driver.Consumer):
         self._sought = False
 
     def _new_consumer_thread(self) -> driver.AIOKafkaConsumerThread:
-        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+        thread = _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+        kafka = cast("GpuflowApp", self.app).kafka  # per thread: nothing leaks to other apps
+        thread.fetch_max_wait_ms = kafka.fetch_wait_ms
+        thread.fetch_interval_s = kafka.fetch_interval_ms / 1000
+        return thread
 
     def resume_partitions(self, tps: Iterable[TP]) -> None:
         """During a rebalance (recovery included), only changelog partitions resume now."""
@@ -266,6 +270,4 @@ class GpuflowApp(faust.App):
         self.kafka = kafka
 
     def _new_transport(self) -> Any:
-        _ConsumerThread.fetch_max_wait_ms = self.kafka.fetch_wait_ms
-        _ConsumerThread.fetch_interval_s = self.kafka.fetch_interval_ms / 1000
         return _Transport(self.conf.broker_consumer, self, loop=self.loop)
