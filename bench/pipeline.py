@@ -360,6 +360,7 @@ def report(
         "decision_to_consumer_p99_ms": round(delivery["p99"], 1),
         "outcomes": clock.outcomes,
         "history_sink": cfg.store.enabled,
+        "broker_engine": cfg.broker.engine,
         "fetch_wait_ms": cfg.kafka.fetch_wait_ms,
         "partitions": cfg.kafka.partitions,
         "e2e_budget_ms": round((2 if cfg.worker.local_placement else 3) * hop_p["p99"] + 50, 1),

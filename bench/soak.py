@@ -202,6 +202,8 @@ def main() -> None:
         # the worker forgets decided jobs this long after their decision (GPUFLOW_WORKER_HORIZON_S):
         # its memory grows for this long, then holds
         "worker_horizon_s": config.worker.horizon_s,
+        "broker_engine": config.broker.engine,
+        "broker_retention_ms": config.broker.retention_ms,
         "jobs_submitted": sent,
         "jobs_decided": len(clock.submitted),
         "per_minute": rows,

@@ -110,7 +110,7 @@ class Stack:
     def start(self, *, worker: bool = True) -> Stack:
         cfg = self.config
         if cfg.kafka.embedded:
-            self.broker = EmbeddedBroker(cfg.broker, cfg.data_dir).start()
+            self.broker = EmbeddedBroker(cfg.broker, cfg.data_dir, cfg.kafka.partitions).start()
             cfg = cfg.with_bootstrap(self.broker.bootstrap_servers)
         if cfg.worker.web_port == 0 or _port_busy(cfg.worker.web_host, cfg.worker.web_port):
             port = free_port(cfg.worker.web_host)

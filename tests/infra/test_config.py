@@ -177,6 +177,14 @@ def test_compression_is_a_librdkafka_codec() -> None:
         load_config(env={"GPUFLOW_KAFKA_COMPRESSION": "brotli"})
 
 
+def test_the_broker_engine_is_tansu_or_logbroker() -> None:
+    assert load_config(env={}).broker.engine == "tansu"
+    cfg = load_config(env={"GPUFLOW_BROKER_ENGINE": "logbroker"})
+    assert (cfg.broker.engine, cfg.broker.retention_ms) == ("logbroker", 600_000)
+    with pytest.raises(ConfigError, match=r"^broker\.engine: 'kafka' is not 'tansu' or 'logbrok"):
+        load_config(env={"GPUFLOW_BROKER_ENGINE": "kafka"})
+
+
 def test_fetch_pacing_and_batches_fail_at_load_when_out_of_range() -> None:
     cfg = load_config(env={})
     assert (cfg.kafka.fetch_interval_ms, cfg.worker.batch_max) == (50.0, 64)

@@ -1,0 +1,137 @@
+"""The log broker's partition log: offsets, reads, retention and compaction (no network)."""
+
+from __future__ import annotations
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from infra.logbroker.partition import BatchError, PartitionLog, split_batches
+
+
+def _batch(*records: tuple[bytes | None, bytes | None], ts: int = 1000, pid: int = -1) -> bytes:
+    b = DefaultRecordBatchBuilder(
+        2, 0, 0, pid, 0 if pid >= 0 else -1, 0 if pid >= 0 else -1, 1 << 20
+    )
+    for i, (key, value) in enumerate(records):
+        b.append(i, ts, key, value, [])
+    return bytes(b.build())
+
+
+def _offsets(data: bytes) -> list[int]:
+    return [r.offset for batch in split_batches(data) for r in DefaultRecordBatch(batch.data)]
+
+
+def _fill(log: PartitionLog, batches: list[bytes], now: int = 0) -> list[int]:
+    return [log.append(b, now) for data in batches for b in split_batches(data)]
+
+
+def test_appends_number_batches_from_the_log_end_and_reads_from_any_offset() -> None:
+    log = PartitionLog()
+    bases = _fill(
+        log, [_batch((b"a", b"1"), (b"b", b"2")), _batch((b"c", b"3")), _batch((b"d", b"4"))]
+    )
+    assert bases == [0, 2, 3]
+    assert (log.start, log.end) == (0, 4)
+    assert _offsets(log.read(0, 1 << 20)) == [0, 1, 2, 3]
+    assert _offsets(log.read(1, 1 << 20)) == [0, 1, 2, 3]  # whole batches: the reader skips 0
+    assert _offsets(log.read(3, 1 << 20)) == [3]
+    assert log.read(4, 1 << 20) == b""
+
+
+def test_a_read_returns_at_least_one_batch_and_stops_at_max_bytes() -> None:
+    log = PartitionLog()
+    _fill(log, [_batch((b"k", b"x" * 500)) for _ in range(5)])
+    assert _offsets(log.read(0, 1)) == [0]  # one batch, however small the limit
+    assert _offsets(log.read(0, 1200)) == [0, 1]
+
+
+def test_record_sets_that_are_not_v2_batches_are_refused() -> None:
+    good = _batch((b"k", b"v"))
+    with pytest.raises(BatchError, match="overruns"):
+        split_batches(good[:-3])
+    with pytest.raises(BatchError, match="truncated"):
+        split_batches(good[:20])
+    legacy = bytearray(good)
+    legacy[16] = 1  # magic
+    with pytest.raises(BatchError, match="magic 1"):
+        split_batches(bytes(legacy))
+    assert len(split_batches(good + good)) == 2
+
+
+def test_expire_trims_by_age_and_size_but_keeps_the_newest_batch() -> None:
+    log = PartitionLog()
+    for now in (0, 100, 200, 300):
+        log.append(split_batches(_batch((b"k", b"v" * 100)))[0], now)
+    log.expire(now_ms=350, retention_ms=200, retention_bytes=-1)  # older than 150 goes
+    assert (log.start, log.end, log.bases) == (2, 4, [2, 3])
+    log.expire(now_ms=10_000, retention_ms=1, retention_bytes=-1)
+    assert log.bases == [3] and log.start == 3  # the newest stays, as Kafka's active segment
+    assert log.read(3, 1 << 20) and not log.in_range(2)
+
+
+def test_expire_by_bytes_keeps_the_newest_within_the_bound() -> None:
+    log = PartitionLog()
+    _fill(log, [_batch((b"k", b"v" * 100)) for _ in range(10)])
+    one = len(log.data[0])
+    log.expire(now_ms=0, retention_ms=-1, retention_bytes=3 * one)
+    assert log.bases == [7, 8, 9] and log.size == 3 * one
+
+
+def test_delete_before_moves_the_log_start_inside_a_batch() -> None:
+    log = PartitionLog()
+    _fill(log, [_batch((b"a", b"1"), (b"b", b"2")), _batch((b"c", b"3"))])
+    log.delete_before(1)
+    assert log.start == 1 and log.bases == [0, 2]  # the batch holding 1 stays
+    assert not log.in_range(0)
+    log.delete_before(3)
+    assert log.start == 3 and log.bases == []  # up to the high watermark: all of it
+
+
+def test_compaction_keeps_the_latest_batch_of_every_key() -> None:
+    log = PartitionLog()
+    _fill(
+        log,
+        [_batch((b"a", b"1")), _batch((b"b", b"1")), _batch((b"a", b"2")), _batch((b"c", b"1"))],
+    )
+    log.compact(now_ms=0, delete_retention_ms=1000)
+    assert log.bases == [1, 2, 3]  # a=1 was written again
+    latest = {r.key: r.value for r in DefaultRecordBatch(log.read(0, 1 << 20)[: len(log.data[0])])}
+    assert latest == {b"b": b"1"}
+    assert _offsets(log.read(0, 1 << 20)) == [1, 2, 3]  # a read in the gap starts at the next
+    assert log.start == 0  # compaction leaves gaps, not a new log start
+
+
+def test_a_batch_stays_while_any_of_its_keys_is_the_latest() -> None:
+    log = PartitionLog()
+    _fill(log, [_batch((b"a", b"1"), (b"b", b"1")), _batch((b"a", b"2")), _batch((b"z", b"0"))])
+    log.compact(now_ms=0, delete_retention_ms=1000)
+    assert log.bases == [0, 2, 3]
+
+
+def test_tombstones_go_after_the_delete_retention() -> None:
+    log = PartitionLog()
+    log.append(split_batches(_batch((b"a", b"1")))[0], 0)
+    log.append(split_batches(_batch((b"a", None)))[0], 0)
+    log.append(split_batches(_batch((b"b", b"1")))[0], 0)
+    log.compact(now_ms=500, delete_retention_ms=1000)
+    assert log.bases == [1, 2]  # the tombstone is kept while readers may still need it
+    log.compact(now_ms=5000, delete_retention_ms=1000)
+    assert log.bases == [2]
+
+
+def test_compaction_runs_when_as_much_arrived_as_it_kept() -> None:
+    log = PartitionLog()
+    _fill(log, [_batch((b"k", str(i).encode())) for i in range(15)])
+    assert not log.dirty()
+    _fill(log, [_batch((b"k", b"last"))])
+    assert log.dirty()
+    log.compact(now_ms=0, delete_retention_ms=0)
+    assert log.bases == [15] and not log.dirty()
+
+
+def test_offset_for_time_finds_the_first_batch_at_or_after() -> None:
+    log = PartitionLog()
+    _fill(log, [_batch((b"a", b"1"), ts=100), _batch((b"b", b"1"), ts=200)])
+    assert log.offset_for_time(150) == 1
+    assert log.offset_for_time(50) == 0
+    assert log.offset_for_time(999) == log.end
