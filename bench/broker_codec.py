@@ -36,7 +36,8 @@ def one_codec(codec: str, nodes: int, seconds: float) -> dict[str, Any]:
     spec = demo_fleet()
     base = load_config(env={}, data_dir=tempfile.mkdtemp(prefix="gpuflow-bench-codec-"))
     base = base.with_regions(r.name for r in spec.regions)
-    with EmbeddedBroker(base.broker, Path(base.data_dir)) as broker:
+    tansu = dataclasses.replace(base.broker, engine="tansu")  # what this bench measures
+    with EmbeddedBroker(tansu, Path(base.data_dir)) as broker:
         assert broker.pid is not None
         cfg = base.with_bootstrap(broker.bootstrap_servers)
         cfg = dataclasses.replace(cfg, kafka=dataclasses.replace(cfg.kafka, compression=codec))

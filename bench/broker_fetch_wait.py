@@ -15,6 +15,7 @@ bench/results/broker_fetch_wait.json, or `--out`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -116,7 +117,8 @@ def main() -> None:
     load_before = load_average()
     base = load_config(env={})
     log_dir = Path(tempfile.mkdtemp(prefix="gpuflow-bench-wait-"))
-    with EmbeddedBroker(base.broker, log_dir) as b:
+    tansu = dataclasses.replace(base.broker, engine="tansu")  # what this bench measures
+    with EmbeddedBroker(tansu, log_dir) as b:
         by_setting = {
             s: one_setting(b, s, args.stored, args.rate, args.seconds)
             for s in args.settings.split(",")

@@ -38,12 +38,12 @@ def _probe(name: str) -> dict[str, Any]:  # runs in the child process
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from infra.broker import EmbeddedBroker
-    from infra.config import load_config
+    from infra.config import BrokerConfig
 
     out: dict[str, Any] = {}
     with (
         tempfile.TemporaryDirectory() as tmp,
-        EmbeddedBroker(load_config(env={}).broker, Path(tmp)) as broker,
+        EmbeddedBroker(BrokerConfig(engine="tansu"), Path(tmp)) as broker,
     ):
         print(json.dumps({"broker_pid": broker.pid}), flush=True)  # reaped by the parent
         bootstrap = broker.bootstrap_servers

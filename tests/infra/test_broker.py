@@ -1,4 +1,4 @@
-"""The embedded Tansu broker and the Kafka helpers, against the real binary."""
+"""The embedded broker (the log broker, and Tansu: the real binary) and the Kafka helpers."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ def script(tmp_path: Path, body: str) -> str:
 # --- process lifecycle -------------------------------------------------------------------
 
 
+@pytest.mark.engines("logbroker", "tansu")
 def test_starts_on_a_free_port_and_stops_by_pid(broker: EmbeddedBroker) -> None:
     pid = broker.pid
     assert pid is not None and alive(pid)
@@ -103,19 +104,19 @@ def test_port_in_use_is_a_broker_error(tmp_path: Path) -> None:
 
 def test_missing_binary_is_a_broker_error(tmp_path: Path) -> None:
     with pytest.raises(BrokerError, match="not an executable file"):
-        EmbeddedBroker(BrokerConfig(binary="/nonexistent/tansu"), tmp_path).start()
+        EmbeddedBroker(BrokerConfig(engine="tansu", binary="/nonexistent/tansu"), tmp_path).start()
     not_executable = tmp_path / "tansu"
     not_executable.write_text("")
     not_executable.chmod(0o644)
     with pytest.raises(BrokerError, match="not an executable file"):
-        EmbeddedBroker(BrokerConfig(binary=str(not_executable)), tmp_path).start()
+        EmbeddedBroker(BrokerConfig(engine="tansu", binary=str(not_executable)), tmp_path).start()
 
 
 def test_executable_that_is_not_a_program_is_a_broker_error(tmp_path: Path) -> None:
     garbage = tmp_path / "tansu"
     garbage.write_bytes(b"\x00\x01not an ELF")
     garbage.chmod(0o755)
-    b = EmbeddedBroker(BrokerConfig(binary=str(garbage)), tmp_path)
+    b = EmbeddedBroker(BrokerConfig(engine="tansu", binary=str(garbage)), tmp_path)
     with pytest.raises(BrokerError, match="cannot run broker binary"):  # was a raw OSError
         b.start()
     assert b.pid is None
@@ -130,7 +131,7 @@ def test_bad_binary_from_env_is_a_broker_error(monkeypatch: pytest.MonkeyPatch) 
 
 def test_binary_that_exits_at_start_is_a_broker_error(tmp_path: Path) -> None:
     binary = script(tmp_path, "echo 'tansu: bad storage engine' >&2; exit 3")
-    b = EmbeddedBroker(BrokerConfig(binary=binary), tmp_path)
+    b = EmbeddedBroker(BrokerConfig(engine="tansu", binary=binary), tmp_path)
     with pytest.raises(BrokerError, match=r"(?s)exited at start.*bad storage engine"):
         b.start()
     assert b.pid is None
@@ -139,7 +140,7 @@ def test_binary_that_exits_at_start_is_a_broker_error(tmp_path: Path) -> None:
 def test_binary_that_never_listens_is_stopped_and_refused(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     binary = script(tmp_path, f"echo $$ > {pid_file}; exec sleep 30")
-    b = EmbeddedBroker(BrokerConfig(binary=binary, start_timeout_s=0.3), tmp_path)
+    b = EmbeddedBroker(BrokerConfig(engine="tansu", binary=binary, start_timeout_s=0.3), tmp_path)
     started = time.monotonic()
     with pytest.raises(BrokerError, match=r"did not accept connections within 0\.3s"):
         b.start()

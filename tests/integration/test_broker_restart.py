@@ -30,7 +30,7 @@ from infra.broker import EmbeddedBroker
 from infra.config import Config
 from infra.topics import DECISIONS_PLACEMENT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engines("logbroker", "tansu")]
 
 H100_EU = {"gpu_count": 8, "allowed_gpu_models": ["H100"], "allowed_regions": ["eu-west"],
            "expected_duration_s": 3600.0}  # fmt: skip

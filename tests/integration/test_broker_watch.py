@@ -16,7 +16,7 @@ from infra.kafka import ensure_topics, producer
 from infra.topics import TopicSpec
 from streams.broker_watch import BrokerWatch
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engines("logbroker", "tansu")]
 
 
 def _batch(config: Config, topic: str, partition: int, n: int) -> None:

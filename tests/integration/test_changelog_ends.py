@@ -20,7 +20,7 @@ from infra.kafka import ensure_topics, producer
 from infra.topics import TopicSpec
 from streams.transport import _Consumer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engines("logbroker", "tansu")]
 
 
 def test_recovery_targets_the_last_record_of_the_last_batch(config: Config, unique: str) -> None:

@@ -22,7 +22,7 @@ from harness import (
 from agents.jobgen import generate_jobs
 from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, JOBS_SUBMITTED
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engines("logbroker", "tansu")]
 
 
 def _lost(running: Running, want: set[str], decisions: TopicReader) -> str:

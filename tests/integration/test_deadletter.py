@@ -8,7 +8,7 @@ from harness import CODEC, Running, TopicReader, final_decisions, submit_jobs, w
 from infra.kafka import producer
 from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_SUBMITTED, NODE_TELEMETRY
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engines("logbroker", "tansu")]
 
 
 def test_garbage_is_dead_lettered_and_the_stream_goes_on(running: Running) -> None:

@@ -18,7 +18,7 @@ from harness import (
 from agents.jobgen import generate_jobs
 from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engines("logbroker", "tansu")]
 
 
 def _jobs(n: int, regions: list[str], prefix: str) -> list[dict]:

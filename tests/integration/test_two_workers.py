@@ -32,7 +32,7 @@ from infra.config import Config, load_config
 from infra.kafka import ensure_topics
 from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engines("logbroker", "tansu")]
 
 
 def _config(broker: EmbeddedBroker, tmp: str) -> Config:
