@@ -33,7 +33,9 @@ TRANSACTIONS_UNSUPPORTED = 35
 # api key -> (min, max) version served
 VERSIONS: dict[int, tuple[int, int]] = {
     0: (3, 7),  # Produce (v2 record batches only)
-    1: (4, 6),  # Fetch (no fetch sessions: v7+)
+    # Fetch: v7+ sessions are answered with session id 0 ("none": every fetch is full, as
+    # KIP-227 allows); v10 is what librdkafka needs before it compresses with zstd
+    1: (4, 10),
     2: (1, 3),  # ListOffsets
     3: (1, 5),  # Metadata
     8: (2, 3),  # OffsetCommit
@@ -210,17 +212,19 @@ def _append(
 @_api(1)
 async def fetch(ctx: Context, version: int, request: Any) -> Response:
     deadline = time.monotonic() + max(0, request.max_wait_time) / 1000
+    at = 2 if version >= 9 else 1  # v9 puts the current leader epoch before the fetch offset
     wanted = [
-        (name, [(row[0], row[1], row[-1]) for row in parts]) for name, parts in request.topics
+        (name, [(row[0], row[at], row[-1]) for row in parts]) for name, parts in request.topics
     ]
+    head = (0, NONE, 0) if version >= 7 else (0,)  # throttle, [error, session id 0: none]
     while True:
         topics, size = _collect(ctx, wanted, request.max_bytes, version)
         remaining = deadline - time.monotonic()
         if size >= max(1, request.min_bytes) or remaining <= 0:
-            return _response(1, version, 0, topics)
+            return _response(1, version, *head, topics)
         if not await _wait_for_data(ctx, wanted, remaining):
             topics, _ = _collect(ctx, wanted, request.max_bytes, version)
-            return _response(1, version, 0, topics)
+            return _response(1, version, *head, topics)
 
 
 def _collect(

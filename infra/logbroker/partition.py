@@ -151,16 +151,19 @@ class PartitionLog:
         """Worth compacting: as many batches arrived since the last pass as it kept."""
         return len(self.data) - self.clean_batches >= max(self.clean_batches, 16)
 
-    def compact(self, now_ms: int, delete_retention_ms: int) -> None:
+    def compact(self, now_ms: int, delete_retention_ms: int, min_lag_ms: int = 0) -> None:
         """Drop each batch whose every key is written again later; tombstones older than
-        `delete_retention_ms` count as written again. The newest batch always stays."""
+        `delete_retention_ms` count as written again. Batches younger than `min_lag_ms` stay
+        (Kafka never cleans its active segment, so a reader a little behind still sees every
+        record), and so does the newest."""
         seen: set[bytes | None] = set()
         keep = [False] * len(self.data)
         for i in range(len(self.data) - 1, -1, -1):
             keys, tombstones = self._keys(i)
             expired = self.appended_ms[i] < now_ms - delete_retention_ms
+            young = self.appended_ms[i] > now_ms - min_lag_ms
             live = {k for k in keys - seen if not (expired and k in tombstones)}
-            keep[i] = i == len(self.data) - 1 or None in keys or bool(live)
+            keep[i] = i == len(self.data) - 1 or young or None in keys or bool(live)
             seen |= keys
         if not all(keep):
             for name in ("bases", "lasts", "data", "appended_ms", "max_ts", "keys"):

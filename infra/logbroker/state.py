@@ -25,6 +25,9 @@ class BrokerSettings:
     retention_ms: int = 10 * 60 * 1000  # -1: keep everything
     retention_bytes: int = -1  # per partition
     delete_retention_ms: int = 10 * 60 * 1000  # how long a compacted topic keeps a tombstone
+    # how long a record of a compacted topic is safe from compaction (Kafka's active segment
+    # gives readers that much and more): a reader this far behind still reads every record
+    min_compaction_lag_ms: int = 60 * 1000
     cleanup_interval_ms: int = 2000
 
 
@@ -88,7 +91,11 @@ class BrokerState:
         for topic in self.topics.values():
             for log in topic.partitions:
                 if topic.compacted and log.dirty():
-                    log.compact(now, topic.setting("delete.retention.ms", s.delete_retention_ms))
+                    log.compact(
+                        now,
+                        topic.setting("delete.retention.ms", s.delete_retention_ms),
+                        topic.setting("min.compaction.lag.ms", s.min_compaction_lag_ms),
+                    )
                 if topic.deletes:
                     log.expire(
                         now,

@@ -119,6 +119,16 @@ def test_tombstones_go_after_the_delete_retention() -> None:
     assert log.bases == [2]
 
 
+def test_compaction_leaves_batches_younger_than_the_lag() -> None:
+    log = PartitionLog()
+    for now, value in ((0, b"1"), (1000, b"2"), (2000, b"3"), (2500, b"4")):
+        log.append(split_batches(_batch((b"a", value)))[0], now)
+    log.compact(now_ms=3000, delete_retention_ms=10_000, min_lag_ms=1500)
+    assert log.bases == [2, 3]  # 0 and 1 are older than the lag and written again
+    log.compact(now_ms=3000, delete_retention_ms=10_000, min_lag_ms=5000)
+    assert log.bases == [2, 3]
+
+
 def test_compaction_runs_when_as_much_arrived_as_it_kept() -> None:
     log = PartitionLog()
     _fill(log, [_batch((b"k", str(i).encode())) for i in range(15)])
