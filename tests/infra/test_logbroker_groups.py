@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 from infra.logbroker.groups import (
     ILLEGAL_GENERATION,
@@ -10,12 +12,15 @@ from infra.logbroker.groups import (
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
     GroupCoordinator,
+    JoinResult,
 )
 
 PROTOCOLS = [("range", b"meta")]
 
 
-def _join(c: GroupCoordinator, member: str = "", rebalance_ms: int = 5000, session_ms: int = 6000):  # type: ignore[no-untyped-def]
+def _join(
+    c: GroupCoordinator, member: str = "", rebalance_ms: int = 5000, session_ms: int = 6000
+) -> Coroutine[Any, Any, JoinResult]:
     return c.join(
         "g", member, "client", "127.0.0.1", session_ms, rebalance_ms, "consumer", PROTOCOLS
     )

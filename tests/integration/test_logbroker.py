@@ -13,7 +13,7 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -40,14 +40,14 @@ def kafka(logbroker: EmbeddedBroker) -> KafkaConfig:
     return dataclasses.replace(KafkaConfig(), bootstrap_servers=logbroker.bootstrap_servers)
 
 
-def _topic(kafka: KafkaConfig, partitions: int = 1, **configs: str) -> str:
+def _topic(kafka: KafkaConfig, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
     name = f"lb-{uuid.uuid4().hex[:8]}"
     client = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
-    client.create_topics([NewTopic(name, partitions, 1, config=configs)])[name].result(10)
+    client.create_topics([NewTopic(name, partitions, 1, config=configs or {})])[name].result(10)
     return name
 
 
-def _send(kafka: KafkaConfig, topic: str, records: list[tuple[bytes, bytes | None]]) -> None:
+def _send(kafka: KafkaConfig, topic: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
     """One batch per record: each its own produce request."""
     p = producer(kafka, **{"linger.ms": 0})
     for key, value in records:
@@ -55,12 +55,13 @@ def _send(kafka: KafkaConfig, topic: str, records: list[tuple[bytes, bytes | Non
         assert p.flush(10) == 0
 
 
-def _read_all(
-    kafka: KafkaConfig, topic: str, expect: int, timeout_s: float = 15
-) -> list[tuple[int, bytes, bytes | None]]:
+Row = tuple[int | None, bytes | None, bytes | None]  # offset, key, value
+
+
+def _read_all(kafka: KafkaConfig, topic: str, expect: int, timeout_s: float = 15) -> list[Row]:
     c = consumer(kafka, group_id=f"lb-{uuid.uuid4().hex[:8]}")
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    out: list[tuple[int, bytes, bytes | None]] = []
+    out: list[Row] = []
     deadline = time.monotonic() + timeout_s
     try:
         while len(out) < expect and time.monotonic() < deadline:
@@ -94,7 +95,7 @@ def _low_watermark(kafka: KafkaConfig, topic: str) -> int:
 def test_a_compacted_topic_keeps_the_latest_value_of_each_key(kafka: KafkaConfig) -> None:
     # no lag: by default a record is safe from compaction for a minute, as behind Kafka's
     # active segment (tests/infra/test_logbroker_partition.py)
-    topic = _topic(kafka, **{"cleanup.policy": "compact", "min.compaction.lag.ms": "0"})
+    topic = _topic(kafka, configs={"cleanup.policy": "compact", "min.compaction.lag.ms": "0"})
     records = [(f"k{i % 4}".encode(), f"v{i}".encode()) for i in range(40)]
     _send(kafka, topic, records)
     _send(kafka, topic, [(b"k9", b"only")])
@@ -114,7 +115,7 @@ def test_a_compacted_topic_keeps_the_latest_value_of_each_key(kafka: KafkaConfig
 def test_retention_trims_the_head_and_a_stale_reader_starts_again_from_the_log_start(
     kafka: KafkaConfig,
 ) -> None:
-    topic = _topic(kafka, **{"retention.ms": "300"})
+    topic = _topic(kafka, configs={"retention.ms": "300"})
     _send(kafka, topic, [(b"k", b"old")] * 5)
     group = f"lb-{uuid.uuid4().hex[:8]}"
     reader = consumer(kafka, group_id=group)
@@ -126,7 +127,7 @@ def test_retention_trims_the_head_and_a_stale_reader_starts_again_from_the_log_s
     reader = consumer(kafka, group_id=group)  # its committed offset 1 is gone
     reader.subscribe([topic])
     try:
-        deadline, seen = time.monotonic() + 15, []
+        deadline, seen = time.monotonic() + 15, list[tuple[int | None, bytes | None]]()
         while not seen and time.monotonic() < deadline:
             m = reader.poll(0.2)
             if m is not None and not m.error():
@@ -151,13 +152,22 @@ def test_a_group_of_two_librdkafka_consumers_splits_and_takes_over(kafka: KafkaC
     group = f"lb-{uuid.uuid4().hex[:8]}"
     members = [consumer(kafka, group_id=group) for _ in range(2)]
     assigned: list[set[int]] = [set(), set()]
+
+    def track(i: int) -> tuple[Callable[..., None], Callable[..., None]]:
+        def add(_: object, parts: list[TopicPartition]) -> None:
+            assigned[i].update(p.partition for p in parts)
+
+        def drop(_: object, parts: list[TopicPartition]) -> None:
+            assigned[i].difference_update(p.partition for p in parts)
+
+        return add, drop
+
     for i, c in enumerate(members):
+        on_assign, on_revoke = track(i)
         c.subscribe(
             [topic],
-            on_assign=lambda _, parts, i=i: assigned[i].update(p.partition for p in parts),
-            on_revoke=lambda _, parts, i=i: assigned[i].difference_update(
-                p.partition for p in parts
-            ),
+            on_assign=on_assign,
+            on_revoke=on_revoke,
         )
     try:
         deadline = time.monotonic() + 30
