@@ -6,20 +6,20 @@ from typing import Any
 
 from aiokafka.protocol.api import Response
 
-from infra.logbroker.handlers import NONE, Context, _api, _response
+from infra.logbroker.handlers import NONE, Context, api, respond
 
 __all__: list[str] = []
 
 
-@_api(10)
+@api(10)
 async def find_coordinator(ctx: Context, version: int, request: Any) -> Response:
     s = ctx.state.settings
     if version == 0:
-        return _response(10, 0, NONE, s.node_id, s.host, s.port)
-    return _response(10, 1, 0, NONE, None, s.node_id, s.host, s.port)
+        return respond(10, 0, NONE, s.node_id, s.host, s.port)
+    return respond(10, 1, 0, NONE, None, s.node_id, s.host, s.port)
 
 
-@_api(11)
+@api(11)
 async def join_group(ctx: Context, version: int, request: Any) -> Response:
     rebalance_ms = request.rebalance_timeout if version >= 1 else request.session_timeout
     r = await ctx.state.groups.join(
@@ -33,32 +33,30 @@ async def join_group(ctx: Context, version: int, request: Any) -> Response:
         list(request.group_protocols),
     )
     body = (r.error, r.generation, r.protocol, r.leader, r.member_id, list(r.members))
-    return _response(11, version, *((0, *body) if version >= 2 else body))
+    return respond(11, version, *((0, *body) if version >= 2 else body))
 
 
-@_api(14)
+@api(14)
 async def sync_group(ctx: Context, version: int, request: Any) -> Response:
     error, assignment = await ctx.state.groups.sync(
         request.group, request.generation_id, request.member_id, list(request.group_assignment)
     )
-    return _response(
-        14, version, *((0, error, assignment) if version >= 1 else (error, assignment))
-    )
+    return respond(14, version, *((0, error, assignment) if version >= 1 else (error, assignment)))
 
 
-@_api(12)
+@api(12)
 async def heartbeat(ctx: Context, version: int, request: Any) -> Response:
     error = ctx.state.groups.heartbeat(request.group, request.generation_id, request.member_id)
-    return _response(12, version, *((0, error) if version >= 1 else (error,)))
+    return respond(12, version, *((0, error) if version >= 1 else (error,)))
 
 
-@_api(13)
+@api(13)
 async def leave_group(ctx: Context, version: int, request: Any) -> Response:
     error = ctx.state.groups.leave(request.group, request.member_id)
-    return _response(13, version, *((0, error) if version >= 1 else (error,)))
+    return respond(13, version, *((0, error) if version >= 1 else (error,)))
 
 
-@_api(8)
+@api(8)
 async def offset_commit(ctx: Context, version: int, request: Any) -> Response:
     groups = ctx.state.groups
     error = groups.check_commit(
@@ -73,10 +71,10 @@ async def offset_commit(ctx: Context, version: int, request: Any) -> Response:
                 offsets[(name, p)] = (offset, meta or "")
             out.append((p, error))
         topics.append((name, out))
-    return _response(8, version, *((0, topics) if version >= 3 else (topics,)))
+    return respond(8, version, *((0, topics) if version >= 3 else (topics,)))
 
 
-@_api(9)
+@api(9)
 async def offset_fetch(ctx: Context, version: int, request: Any) -> Response:
     group = ctx.state.groups.groups.get(request.consumer_group)
     offsets = group.offsets if group else {}
@@ -94,13 +92,13 @@ async def offset_fetch(ctx: Context, version: int, request: Any) -> Response:
             out.append((p, offset, meta, NONE))
         topics.append((name, out))
     if version == 1:
-        return _response(9, 1, topics)
+        return respond(9, 1, topics)
     if version == 2:
-        return _response(9, 2, topics, NONE)
-    return _response(9, version, 0, topics, NONE)
+        return respond(9, 2, topics, NONE)
+    return respond(9, version, 0, topics, NONE)
 
 
-@_api(15)
+@api(15)
 async def describe_groups(ctx: Context, version: int, request: Any) -> Response:
     out: list[Any] = []
     for group_id in request.groups:
@@ -113,10 +111,10 @@ async def describe_groups(ctx: Context, version: int, request: Any) -> Response:
             for m in g.members.values()
         ]
         out.append((NONE, group_id, g.state, g.protocol_type, g.protocol, members))
-    return _response(15, version, *((0, out) if version >= 1 else (out,)))
+    return respond(15, version, *((0, out) if version >= 1 else (out,)))
 
 
-@_api(16)
+@api(16)
 async def list_groups(ctx: Context, version: int, request: Any) -> Response:
     groups = [(g.group_id, g.protocol_type) for g in ctx.state.groups.groups.values()]
-    return _response(16, version, *((0, NONE, groups) if version >= 1 else (NONE, groups)))
+    return respond(16, version, *((0, NONE, groups) if version >= 1 else (NONE, groups)))

@@ -21,7 +21,7 @@ from aiokafka.protocol.struct import Struct
 from infra.logbroker.partition import BatchError, PartitionLog, split_batches
 from infra.logbroker.state import BrokerState
 
-__all__ = ["VERSIONS", "Context", "dispatch", "request_class"]
+__all__ = ["VERSIONS", "Context", "api", "dispatch", "request_class", "respond"]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ Handler = Callable[[Context, int, Any], Awaitable[Response | None]]
 _HANDLERS: dict[int, Handler] = {}
 
 
-def _api(key: int) -> Callable[[Handler], Handler]:
+def api(key: int) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
         _HANDLERS[key] = fn
         return fn
@@ -95,7 +95,7 @@ async def dispatch(ctx: Context, api_key: int, version: int, request: Any) -> Re
     return await _HANDLERS[api_key](ctx, version, request)
 
 
-def _response(api_key: int, version: int, *fields: Any) -> Response:
+def respond(api_key: int, version: int, *fields: Any) -> Response:
     cls = request_class(api_key, version)
     assert cls is not None
     response: Response = getattr(cls, "RESPONSE_TYPE")(*fields)  # noqa: B009
@@ -113,15 +113,15 @@ def _partition(ctx: Context, topic: str, partition: int) -> PartitionLog | None:
     return t.partitions[partition]
 
 
-@_api(18)
+@api(18)
 async def api_versions(ctx: Context, version: int, request: Any) -> Response:
     versions = [(k, lo, hi) for k, (lo, hi) in sorted(VERSIONS.items())]
     if version == 2:
-        return _response(18, 2, NONE, versions, 0)
-    return _response(18, version, NONE, versions)
+        return respond(18, 2, NONE, versions, 0)
+    return respond(18, version, NONE, versions)
 
 
-@_api(3)
+@api(3)
 async def metadata(ctx: Context, version: int, request: Any) -> Response:
     state, s = ctx.state, ctx.state.settings
     names = request.topics
@@ -146,13 +146,13 @@ async def metadata(ctx: Context, version: int, request: Any) -> Response:
         topics.append((NONE, name, False, parts))
     brokers = [(s.node_id, s.host, s.port, None)]
     if version == 1:
-        return _response(3, 1, brokers, s.node_id, topics)
+        return respond(3, 1, brokers, s.node_id, topics)
     if version == 2:
-        return _response(3, 2, brokers, "gpuflow-embedded", s.node_id, topics)
-    return _response(3, version, 0, brokers, "gpuflow-embedded", s.node_id, topics)
+        return respond(3, 2, brokers, "gpuflow-embedded", s.node_id, topics)
+    return respond(3, version, 0, brokers, "gpuflow-embedded", s.node_id, topics)
 
 
-@_api(0)
+@api(0)
 async def produce(ctx: Context, version: int, request: Any) -> Response | None:
     state, now = ctx.state, _now_ms()
     if request.transactional_id is not None:
@@ -161,7 +161,7 @@ async def produce(ctx: Context, version: int, request: Any) -> Response | None:
             (name, [(p, TRANSACTIONS_UNSUPPORTED, -1, -1, *tail) for p, _ in parts])
             for name, parts in request.topics
         ]
-        return _response(0, version, results, 0)
+        return respond(0, version, results, 0)
     results = []
     for name, parts in request.topics:
         out = []
@@ -183,7 +183,7 @@ async def produce(ctx: Context, version: int, request: Any) -> Response | None:
         results.append((name, out))
     if request.required_acks == 0:
         return None
-    return _response(0, version, results, 0)
+    return respond(0, version, results, 0)
 
 
 def _append(
@@ -209,7 +209,7 @@ def _append(
     return first
 
 
-@_api(1)
+@api(1)
 async def fetch(ctx: Context, version: int, request: Any) -> Response:
     deadline = time.monotonic() + max(0, request.max_wait_time) / 1000
     at = 2 if version >= 9 else 1  # v9 puts the current leader epoch before the fetch offset
@@ -221,10 +221,10 @@ async def fetch(ctx: Context, version: int, request: Any) -> Response:
         topics, size = _collect(ctx, wanted, request.max_bytes, version)
         remaining = deadline - time.monotonic()
         if size >= max(1, request.min_bytes) or remaining <= 0:
-            return _response(1, version, *head, topics)
+            return respond(1, version, *head, topics)
         if not await _wait_for_data(ctx, wanted, remaining):
             topics, _ = _collect(ctx, wanted, request.max_bytes, version)
-            return _response(1, version, *head, topics)
+            return respond(1, version, *head, topics)
 
 
 def _collect(
@@ -270,7 +270,7 @@ async def _wait_for_data(ctx: Context, wanted: list[Any], timeout: float) -> boo
             future.cancel()
 
 
-@_api(2)
+@api(2)
 async def list_offsets(ctx: Context, version: int, request: Any) -> Response:
     topics = []
     for name, parts in request.topics:
@@ -287,11 +287,11 @@ async def list_offsets(ctx: Context, version: int, request: Any) -> Response:
                 out.append((p, NONE, timestamp, log_.offset_for_time(timestamp)))
         topics.append((name, out))
     if version == 1:
-        return _response(2, 1, topics)
-    return _response(2, version, 0, topics)
+        return respond(2, 1, topics)
+    return respond(2, version, 0, topics)
 
 
-@_api(19)
+@api(19)
 async def create_topics(ctx: Context, version: int, request: Any) -> Response:
     state, results = ctx.state, []
     validate_only = bool(request.validate_only) if version >= 1 else False
@@ -310,11 +310,11 @@ async def create_topics(ctx: Context, version: int, request: Any) -> Response:
                 log.info("topic %s created (%d partitions, %s)", name, partitions, dict(configs))
         results.append((name, error, message) if version >= 1 else (name, error))
     if version <= 1:
-        return _response(19, version, results)
-    return _response(19, version, 0, results)
+        return respond(19, version, results)
+    return respond(19, version, 0, results)
 
 
-@_api(20)
+@api(20)
 async def delete_topics(ctx: Context, version: int, request: Any) -> Response:
     results = []
     for name in request.topics:
@@ -324,11 +324,11 @@ async def delete_topics(ctx: Context, version: int, request: Any) -> Response:
         else:
             results.append((name, UNKNOWN_TOPIC))
     if version == 0:
-        return _response(20, 0, results)
-    return _response(20, version, 0, results)
+        return respond(20, 0, results)
+    return respond(20, version, 0, results)
 
 
-@_api(21)
+@api(21)
 async def delete_records(ctx: Context, version: int, request: Any) -> Response:
     topics = []
     for name, parts in request.topics:
@@ -343,18 +343,18 @@ async def delete_records(ctx: Context, version: int, request: Any) -> Response:
                 log_.delete_before(log_.end if offset == -1 else offset)
                 out.append((p, log_.start, NONE))
         topics.append((name, out))
-    return _response(21, version, 0, topics)
+    return respond(21, version, 0, topics)
 
 
-@_api(22)
+@api(22)
 async def init_producer_id(ctx: Context, version: int, request: Any) -> Response:
     if request.transactional_id is not None:
-        return _response(22, 0, 0, TRANSACTIONS_UNSUPPORTED, -1, -1)
+        return respond(22, 0, 0, TRANSACTIONS_UNSUPPORTED, -1, -1)
     ctx.state.next_producer_id += 1
-    return _response(22, 0, 0, NONE, ctx.state.next_producer_id, 0)
+    return respond(22, 0, 0, NONE, ctx.state.next_producer_id, 0)
 
 
-@_api(32)
+@api(32)
 async def describe_configs(ctx: Context, version: int, request: Any) -> Response:
     resources = []
     for row in request.resources:
@@ -369,4 +369,4 @@ async def describe_configs(ctx: Context, version: int, request: Any) -> Response
         ]
         error = NONE if t is not None or kind != 2 else UNKNOWN_TOPIC
         resources.append((error, None, kind, name, entries))
-    return _response(32, version, 0, resources)
+    return respond(32, version, 0, resources)
