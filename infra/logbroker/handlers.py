@@ -270,22 +270,28 @@ async def _wait_for_data(ctx: Context, wanted: list[Any], timeout: float) -> boo
             future.cancel()
 
 
+def _per_partition(
+    ctx: Context, topics: Any, row: Callable[[int, PartitionLog | None, Any], tuple[Any, ...]]
+) -> list[Any]:
+    """[(topic, [row(partition, its log or None, the request's value for it), ...]), ...]"""
+    return [
+        (name, [row(p, _partition(ctx, name, p), value) for p, value in parts])
+        for name, parts in topics
+    ]
+
+
 @api(2)
 async def list_offsets(ctx: Context, version: int, request: Any) -> Response:
-    topics = []
-    for name, parts in request.topics:
-        out = []
-        for p, timestamp in parts:
-            log_ = _partition(ctx, name, p)
-            if log_ is None:
-                out.append((p, UNKNOWN_TOPIC, -1, -1))
-            elif timestamp == -1:
-                out.append((p, NONE, -1, log_.end))
-            elif timestamp == -2:
-                out.append((p, NONE, -1, log_.start))
-            else:
-                out.append((p, NONE, timestamp, log_.offset_for_time(timestamp)))
-        topics.append((name, out))
+    def offset(p: int, log_: PartitionLog | None, timestamp: int) -> tuple[Any, ...]:
+        if log_ is None:
+            return (p, UNKNOWN_TOPIC, -1, -1)
+        if timestamp == -1:
+            return (p, NONE, -1, log_.end)
+        if timestamp == -2:
+            return (p, NONE, -1, log_.start)
+        return (p, NONE, timestamp, log_.offset_for_time(timestamp))
+
+    topics = _per_partition(ctx, request.topics, offset)
     if version == 1:
         return respond(2, 1, topics)
     return respond(2, version, 0, topics)
@@ -330,20 +336,15 @@ async def delete_topics(ctx: Context, version: int, request: Any) -> Response:
 
 @api(21)
 async def delete_records(ctx: Context, version: int, request: Any) -> Response:
-    topics = []
-    for name, parts in request.topics:
-        out = []
-        for p, offset in parts:
-            log_ = _partition(ctx, name, p)
-            if log_ is None:
-                out.append((p, -1, UNKNOWN_TOPIC))
-            elif offset != -1 and not log_.in_range(offset):
-                out.append((p, log_.start, OFFSET_OUT_OF_RANGE))
-            else:
-                log_.delete_before(log_.end if offset == -1 else offset)
-                out.append((p, log_.start, NONE))
-        topics.append((name, out))
-    return respond(21, version, 0, topics)
+    def delete(p: int, log_: PartitionLog | None, offset: int) -> tuple[Any, ...]:
+        if log_ is None:
+            return (p, -1, UNKNOWN_TOPIC)
+        if offset != -1 and not log_.in_range(offset):
+            return (p, log_.start, OFFSET_OUT_OF_RANGE)
+        log_.delete_before(log_.end if offset == -1 else offset)
+        return (p, log_.start, NONE)
+
+    return respond(21, version, 0, _per_partition(ctx, request.topics, delete))
 
 
 @api(22)

@@ -21,6 +21,7 @@ __all__ = ["BatchError", "PartitionLog", "split_batches"]
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # base offset .. record count: 61 bytes
 _BASE = struct.Struct(">q")
+_COLUMNS = ("bases", "lasts", "data", "appended_ms", "max_ts", "keys")  # one entry per batch
 
 
 class BatchError(ValueError):
@@ -166,7 +167,7 @@ class PartitionLog:
             keep[i] = i == len(self.data) - 1 or young or None in keys or bool(live)
             seen |= keys
         if not all(keep):
-            for name in ("bases", "lasts", "data", "appended_ms", "max_ts", "keys"):
+            for name in _COLUMNS:
                 column = getattr(self, name)
                 setattr(self, name, [v for v, k in zip(column, keep, strict=True) if k])
             self.size = sum(map(len, self.data))  # the log start stays: reads skip the gaps
@@ -187,6 +188,6 @@ class PartitionLog:
         if not n:
             return
         self.size -= sum(map(len, self.data[:n]))
-        for name in ("bases", "lasts", "data", "appended_ms", "max_ts", "keys"):
+        for name in _COLUMNS:
             del getattr(self, name)[:n]
         self.clean_batches = max(0, self.clean_batches - n)
