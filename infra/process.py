@@ -8,6 +8,7 @@ with it; the history child stays in its worker's group instead, and is signalled
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -15,7 +16,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["ChildProcess"]
+__all__ = ["ChildProcess", "die_with_parent"]
 
 log = logging.getLogger(__name__)
 
@@ -95,3 +96,10 @@ class ChildProcess:
                 os.killpg(proc.pid, sig)
             else:
                 proc.send_signal(sig)
+
+
+def die_with_parent() -> None:
+    """Linux: this process gets SIGTERM when its parent dies, even by SIGKILL (a child that
+    holds a store, a pool process, a ledger save must not outlive the worker)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

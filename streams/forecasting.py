@@ -17,11 +17,8 @@ and the chosen model's forecast and the seasonal-naive baseline are produced as
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import multiprocessing
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +38,7 @@ from forecast import (
 from forecast.pipeline import run_keyed
 from infra.config import Config
 from infra.kafka import producer as make_producer
+from infra.process import die_with_parent
 from infra.store import Store, StoreError
 from infra.store.series import GRID_SERIES, SERIES, fetch_series
 from infra.topics import FORECASTS_DEMAND
@@ -83,17 +81,11 @@ class RunReport:
     filled: int = 0  # intervals filled in the series read
 
 
-def _die_with_parent() -> None:
-    # Linux: the pool process gets SIGTERM when the history child dies, even by SIGKILL.
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def _spawn_pool() -> Executor:
     return ProcessPoolExecutor(
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_die_with_parent,
+        initializer=die_with_parent,
     )
 
 

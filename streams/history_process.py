@@ -14,7 +14,6 @@ model fits run in a pool process of their own.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -27,7 +26,7 @@ from typing import Any
 
 from infra.broker import free_port
 from infra.config import Config, config_env, load_config
-from infra.process import ChildProcess
+from infra.process import ChildProcess, die_with_parent
 from infra.store import StoreError
 from streams.forecasting import ForecastProcessor
 from streams.history import HistorySink
@@ -99,12 +98,6 @@ class HistoryProcess:
         return {"state": "down", "restarts": self.restarts}
 
 
-def _die_with_parent() -> None:
-    # Linux: get SIGTERM when the worker dies, even by SIGKILL, so the chDB directory is freed.
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def _lower_priority(by: int) -> None:
     """Nice every thread of this process by `by` (on Linux a nice value is per thread; threads
     started later inherit it from the thread that starts them)."""
@@ -168,7 +161,7 @@ def _handler(sink: HistorySink) -> type[BaseHTTPRequestHandler]:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    _die_with_parent()
+    die_with_parent()
     parent = os.getppid()
     config = load_config()
     stop = threading.Event()
