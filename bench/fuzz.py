@@ -46,7 +46,7 @@ from infra.topics import (
     NODE_INVENTORY,
 )
 from schemas import CodecError, SingleObjectCodec
-from streams.ledger import overbooked
+from streams.overbooking import overbooked
 from streams.validation import Rules, problems
 
 CODEC = SingleObjectCodec()

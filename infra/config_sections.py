@@ -144,7 +144,7 @@ class WorkerConfig:
     horizon_s: float = 600.0
     # the folded decision logs are saved this often (and after each rebuild) under data_dir, so
     # start-up reads their tails (streams.ledger_snapshot); 0: read the whole logs at each start
-    ledger_snapshot_s: float = 300.0
+    ledger_snapshot_s: float = 60.0
     local_placement: bool = True  # place jobs for regions this worker owns without a hop
     # the router, placer and lifecycle agents take up to this many events that are already
     # waiting as one batch (streams.batching): one queue pass per region, records produced

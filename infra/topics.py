@@ -63,23 +63,21 @@ FORECASTS_DEMAND = "gpuflow.forecasts.demand"
 DEADLETTER = "gpuflow.deadletter"
 REPLAN_TICKS = "gpuflow.replan.ticks"  # the scheduler's timer, per region (control)
 
-KEEP = -1  # retention.ms: Kafka's "keep for ever"
-
 TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(NODE_INVENTORY, "NodeInventory", compacted=True, region_keyed=True),
     TopicSpec(NODE_TELEMETRY, "NodeTelemetry", region_keyed=True),
     TopicSpec(LINK_TELEMETRY, "LinkTelemetry"),
     TopicSpec(GRID_SIGNALS, "GridSignal"),
     TopicSpec(JOBS_SUBMITTED, "JobSubmitted"),
-    # the ledger's four logs (streams.ledger) are kept whole: a worker that restarts from a
-    # snapshot older than a retention window would find the log start past its saved position
-    # and rebuild without the decisions of jobs still running (KEEP)
-    TopicSpec(JOBS_EVENTS, "JobEvent", region_keyed=True, retention_ms=KEEP),
+    # the ledger's four logs (streams.ledger) take the broker's retention like the rest: the
+    # worker saves its fold every `worker.ledger_snapshot_s`, and a saved ledger whose position
+    # retention has passed reads on from the log start
+    TopicSpec(JOBS_EVENTS, "JobEvent", region_keyed=True),
     TopicSpec(REGION_STATE, "RegionSummary"),
-    TopicSpec(JOBS_ROUTED, "RoutedJob", region_keyed=True, retention_ms=KEEP),
-    TopicSpec(DECISIONS_PLACEMENT, "PlacementDecision", region_keyed=True, retention_ms=KEEP),
+    TopicSpec(JOBS_ROUTED, "RoutedJob", region_keyed=True),
+    TopicSpec(DECISIONS_PLACEMENT, "PlacementDecision", region_keyed=True),
     TopicSpec(DECISIONS_PREEMPTION, "PreemptionDecision", region_keyed=True),
-    TopicSpec(DECISIONS_MIGRATION, "MigrationDecision", region_keyed=True, retention_ms=KEEP),
+    TopicSpec(DECISIONS_MIGRATION, "MigrationDecision", region_keyed=True),
     TopicSpec(DECISIONS_BANDWIDTH, "BandwidthQuota"),
     TopicSpec(DECISIONS_ADVISORY, "NodeAdvisory", region_keyed=True),
     TopicSpec(FORECASTS_DEMAND, "DemandForecast"),

@@ -185,6 +185,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
     watch_broker(app, rt)
     register_pages(app, rt)
     _run_with_worker(app, remote.start, remote.stop)
+    _run_with_worker(app, lambda: None, rt.ledger.stop_saving)  # a ledger save in flight
     if scheduler.forecasts is not None:
         _run_with_worker(app, scheduler.forecasts.book.start, scheduler.forecasts.book.stop)
     history_metrics = history_sql = None

@@ -10,16 +10,21 @@ PLACED or REJECTED, of the highest epoch: an evicted job is placed again at epoc
 The fold is incremental: a `Ledger` remembers, per partition, the last record it folded (offset,
 timestamp, key), and `catch_up` reads only what came after it. Saved between runs
 (`streams.ledger_snapshot`), start-up reads the logs' tails instead of their whole history. If
-a saved position no longer names the same record (the broker's log was reset or replaced), the
-ledger starts again from the beginning. Jobs that ended (or were refused) longer ago than the
-worker's horizon are pruned, so the ledger holds live jobs plus the horizon, like the worker.
+a saved position no longer names the same record, or the broker reports another cluster id
+(the broker's log was reset or replaced), the ledger starts again from the beginning. If
+retention moved a log's start past a saved position, the ledger keeps what it folded and reads
+on from the log start; records lost in between are logged, and `trimmed_ms` tells a rebuild
+that placement decisions written before it may be missing (`streams.recovery` then trusts the
+reservation table for those jobs rather than requeue a job that may still run). Jobs that ended
+(or were refused) longer ago than the worker's horizon are pruned, so the ledger holds live
+jobs plus the horizon, like the worker.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +35,7 @@ from infra.kafka import consumer
 from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, TOPICS
 from schemas import Codec, DecodeError, timestamp_ms
 
-__all__ = ["Ledger", "LogReset", "overbooked"]
+__all__ = ["Ledger", "LogReset"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +66,14 @@ class Ledger:
     # job -> (highest routed attempt, when it was written, ms)
     routed: dict[str, tuple[int, int]] = field(default_factory=dict)
     positions: dict[str, dict[int, Position]] = field(default_factory=dict)
+    # what the positions are in: "cluster" (the broker's cluster id) and "trimmed_ms" (placement
+    # decisions written before it may have gone to retention unread)
+    source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def trimmed_ms(self) -> int:
+        """Placement decisions written before this (ms) may be missing (0: none are)."""
+        return int(self.source.get("trimmed_ms") or 0)
 
     def catch_up(
         self,
@@ -100,6 +113,7 @@ class Ledger:
         for table in self._tables():
             table.clear()
         self.positions.clear()
+        self.source.clear()
 
     def _tables(self) -> tuple[dict[str, Any], ...]:
         """What the ledger keeps per job."""
@@ -126,7 +140,7 @@ class Ledger:
         }
         after = {t: dict(self.positions.get(t, {})) for t in folds}
         read = 0
-        for record, msg in _read_topics(kafka, codec, after, timeout_s):
+        for record, msg in _read_topics(kafka, codec, after, timeout_s, self.source):
             topic, partition = str(msg.topic()), int(msg.partition() or 0)
             written = msg.timestamp()[1]
             self.positions.setdefault(topic, {})[partition] = (
@@ -227,19 +241,30 @@ def _read_topics(
     codec: Codec,
     after: Mapping[str, Mapping[int, Position]],
     timeout_s: float,
+    source: dict[str, Any],
 ) -> Iterator[tuple[dict[str, Any] | None, Message]]:
     """Every record of the topics `after` names, past the record it names per partition (from
-    the beginning for a partition it does not name), to end-of-partition, with its message;
-    the record is None when it is not its topic's event (its consumer dead-letters it;
-    nothing to learn here). One consumer reads them all, in no order between partitions.
+    the beginning for a partition it does not name; from the log start where retention moved
+    it past that record), to end-of-partition, with its message; the record is None when it
+    is not its topic's event (its consumer dead-letters it; nothing to learn here). One
+    consumer reads them all, in no order between partitions. `source` (`Ledger.source`) is
+    checked and updated: the cluster read, and `trimmed_ms` when placement records were lost.
 
-    Raises LogReset when a partition does not hold the record `after` names.
+    Raises LogReset when a partition does not hold the record `after` names, or the broker is
+    another cluster than the one `source` names.
     """
     c = consumer(
         kafka, group_id=f"gpuflow-ledger-{time.monotonic_ns()}", **{"enable.partition.eof": True}
     )
     try:
-        parts, pending, checked = _positions(c, after)
+        cluster = c.list_topics(DECISIONS_PLACEMENT, timeout=10).cluster_id
+        if source.get("cluster") not in (None, cluster) and any(after.values()):
+            raise LogReset(f"the broker is cluster {cluster}, was {source['cluster']}")
+        source["cluster"] = cluster
+        parts, pending, checked, trimmed = _positions(c, after)
+        lost = {w for w in trimmed if w[0] == DECISIONS_PLACEMENT}  # first record's time, then
+        if lost - pending:  # nothing left after the gap: any decision until now may be gone
+            source["trimmed_ms"] = max(int(source.get("trimmed_ms") or 0), int(time.time() * 1000))
         if not parts:
             return
         c.assign(parts)
@@ -263,6 +288,10 @@ def _read_topics(
                     if _verified(msg, after[where[0]][where[1]]):
                         checked.add(where)
                     continue  # read already, or before what was
+                if where in lost:  # the first record after the gap: what was lost is older
+                    lost.discard(where)
+                    written = int(msg.timestamp()[1])
+                    source["trimmed_ms"] = max(int(source.get("trimmed_ms") or 0), written)
                 yield _record(codec, where[0], msg), msg
     finally:
         c.close()
@@ -273,10 +302,11 @@ Where = tuple[str, int]  # (topic, partition)
 
 def _positions(
     c: Any, after: Mapping[str, Mapping[int, Position]]
-) -> tuple[list[TopicPartition], set[Where], set[Where]]:
-    """Where to start reading each partition, those to read to their end, and those whose
-    saved record needs no check (read from the beginning)."""
-    parts, pending, checked = [], set(), set()
+) -> tuple[list[TopicPartition], set[Where], set[Where], set[Where]]:
+    """Where to start reading each partition, those to read to their end, those whose saved
+    record needs no check (read from the beginning, or from a log start past it), and those
+    where retention took records the ledger never folded (logged)."""
+    parts, pending, checked, trimmed = [], set(), set(), set()
     for topic, saved in after.items():
         meta = c.list_topics(topic, timeout=10).topics.get(topic)
         if meta is None or meta.error is not None:
@@ -288,6 +318,18 @@ def _positions(
             # undercounts (the last batch's base offset + 1), so a saved record at or past it
             # may still be there, in the last batch: read from that batch's start
             low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if p in saved and saved[p][0] < low:  # retention moved the log start past it
+                checked.add((topic, p))
+                if saved[p][0] + 1 < low:
+                    trimmed.add((topic, p))
+                    log.warning(
+                        "ledger: %s/%d offsets %d-%d went to retention before they were read",
+                        topic, p, saved[p][0] + 1, low - 1,
+                    )  # fmt: skip
+                if high > low:
+                    parts.append(TopicPartition(topic, p, low))
+                    pending.add((topic, p))
+                continue
             if p in saved:
                 if high <= low:
                     raise LogReset(f"{topic}/{p} is empty, was read to {saved[p][0]}")
@@ -298,7 +340,7 @@ def _positions(
             checked.add((topic, p))
             if high > low:
                 pending.add((topic, p))
-    return parts, pending, checked
+    return parts, pending, checked, trimmed
 
 
 def _verified(msg: Message, position: Position) -> bool:
@@ -319,73 +361,3 @@ def _record(codec: Codec, topic: str, msg: Message) -> dict[str, Any] | None:
     except DecodeError:
         return None
     return record if name == _EVENT_OF.get(topic, name) else None
-
-
-def overbooked(
-    decisions: list[dict[str, Any]],
-    events: list[dict[str, Any]],
-    moves: Sequence[Mapping[str, Any]] = (),
-) -> list[str]:
-    """GPUs whose concurrent reservations exceed one whole GPU, from the logs alone.
-
-    A placement (job, epoch) holds its GPUs from its decision's ts until that epoch's first
-    ending event (FINISHED, FAILED, EVICTED) stamped at or after it (the placer only reuses
-    GPUs after it consumed that event, so later decisions are later in ts). An ending event
-    stamped before the placement (a stale or hostile one) cannot be placed on this timeline
-    and is skipped, which can only make the check stricter.
-
-    `moves` (MigrationDecisions) change what a placement holds: a move's target GPUs are held
-    from its decision; when the job's next MIGRATED report (at or after the move) confirms it,
-    the GPUs it left are free from that report on and the target is the job's until it ends or
-    moves again; a move never confirmed holds its target until its `hold_until_ts`.
-    """
-    ends: dict[tuple[str, int], list[int]] = {}
-    migrated: dict[str, list[int]] = {}
-    for e in events:
-        if e.get("type") in _ENDED:
-            ends.setdefault((e["job_id"], int(e.get("epoch") or 0)), []).append(int(e["ts"]))
-        elif e.get("type") == "MIGRATED":
-            migrated.setdefault(e["job_id"], []).append(int(e["ts"]))
-    by_job: dict[str, list[Mapping[str, Any]]] = {}
-    for m in moves:
-        if m.get("to_assignments"):
-            by_job.setdefault(m["job_id"], []).append(m)
-    spans: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-
-    def hold(assignments: Any, start: int, end: int) -> None:
-        for a in assignments:
-            for gpu in a["gpu_indices"]:
-                spans.setdefault((a["node_id"], gpu), []).append((start, end, a["gpu_milli"]))
-
-    for d in decisions:
-        if d.get("outcome") != "PLACED":
-            continue
-        mine = ends.get((d["job_id"], int(d.get("epoch") or 0)), ())
-        end = min((t for t in mine if t >= d["ts"]), default=2**62)
-        start, current = int(d["ts"]), d["assignments"]
-        reports = sorted(t for t in migrated.get(d["job_id"], ()) if d["ts"] <= t < end)
-        for m in sorted(by_job.get(d["job_id"], ()), key=lambda m: timestamp_ms(m["ts"])):
-            at = timestamp_ms(m["ts"])
-            if not d["ts"] <= at < end:
-                continue
-            done = next((t for t in reports if t >= at), None)
-            if done is None:  # never confirmed: the target was held until the hold ran out
-                hold(m["to_assignments"], at, min(end, timestamp_ms(m.get("hold_until_ts")) or end))
-                continue
-            reports.remove(done)
-            hold(current, start, done)  # what it left, freed by the confirmation
-            start, current = at, m["to_assignments"]  # held from the decision on
-        hold(current, start, end)
-    bad = []
-    for gpu, intervals in spans.items():
-        points = sorted(
-            [(s, m) for s, _, m in intervals] + [(e, -m) for _, e, m in intervals],
-            key=lambda p: (p[0], p[1]),
-        )
-        held = 0
-        for _, delta in points:
-            held += delta
-            if held > 1000:
-                bad.append(f"{gpu[0]}[{gpu[1]}] holds {held} milli")
-                break
-    return bad

@@ -10,20 +10,25 @@ read (another version, damaged) is ignored and the logs are read from the start,
 when the saved positions no longer match the broker's log (`ledger.LogReset`).
 
 `LedgerKeeper` is the worker's side of it: where its file is, and the blocking steps (read and
-decode at a rebuild, catch up, prune, save), which the worker runs in a thread.
+decode at a rebuild, catch up, prune, save), which the worker runs in a thread; the periodic
+save runs in a child process (`streams.ledger_save`), away from the worker's GIL and heap.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import pickle
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from infra.config import Config
+from infra.config import Config, config_env
 from schemas import Codec, DecodeError
 from streams.ledger import Ledger
 
@@ -31,29 +36,34 @@ __all__ = ["LedgerKeeper", "load_ledger", "save_ledger"]
 
 log = logging.getLogger(__name__)
 
-_FORMAT = 4  # 3: a decision's metadata and bytes in one entry; 4: routed jobs' times
+_FORMAT = 5  # 4: routed jobs' times; 5: the source (cluster id, trimmed_ms)
 _CHUNK = 4096  # entries per pickle: each holds the GIL briefly, so the event loop keeps going
 _END = "end"
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
+SAVE_TIMEOUT_S = 600.0  # a save child still running after this is stopped
 
 
 def save_ledger(ledger: Ledger, path: Path) -> int:
     """Write `ledger` to `path` atomically, in chunks; the bytes written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        pickle.dump({"format": _FORMAT, "positions": ledger.positions}, f, _PROTOCOL)
-        for name, table in vars(ledger).items():
-            if name == "positions":
-                continue
-            items = list(table.items())
-            for i in range(0, len(items), _CHUNK):
-                pickle.dump((name, items[i : i + _CHUNK]), f, _PROTOCOL)
-        pickle.dump((_END, []), f, _PROTOCOL)
-        f.flush()
-        os.fsync(f.fileno())
-        size = f.tell()
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            pickle.dump({"format": _FORMAT, "positions": ledger.positions}, f, _PROTOCOL)
+            for name, table in vars(ledger).items():
+                if name == "positions":
+                    continue
+                items = list(table.items())
+                for i in range(0, len(items), _CHUNK):
+                    pickle.dump((name, items[i : i + _CHUNK]), f, _PROTOCOL)
+            pickle.dump((_END, []), f, _PROTOCOL)
+            f.flush()
+            os.fsync(f.fileno())
+            size = f.tell()
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a save stopped half-way: leave no half file behind
+        tmp.unlink(missing_ok=True)
+        raise
     return size
 
 
@@ -88,6 +98,42 @@ class LedgerKeeper:
             if config.worker.ledger_snapshot_s > 0
             else None
         )
+        self._saving: subprocess.Popen[bytes] | None = None  # the save child, while it runs
+
+    def save_apart(self, live: set[str], timeout_s: float = SAVE_TIMEOUT_S) -> bool:
+        """Catch the saved ledger up and save it again in a child process
+        (`streams.ledger_save`), so the fold neither holds this process's GIL nor grows its
+        memory; blocks until it is done (run it in a thread). Whether it saved."""
+        if self.path is None:
+            return False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        live_path = self.path.with_name(f"{self.path.stem}.live.json")
+        live_path.write_text(json.dumps(sorted(live)))
+        env = {**os.environ, **config_env(self.config)}
+        argv = [sys.executable, "-m", "streams.ledger_save", str(live_path)]
+        try:  # its output goes where the worker's goes: one log to read
+            self._saving = child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            log.warning("ledger save not started error=%s", exc)
+            return False
+        try:
+            code = child.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            log.warning("ledger save took over %.0fs; stopped pid=%d", timeout_s, child.pid)
+            child.kill()
+            code = child.wait()
+        finally:
+            self._saving = None
+        if code != 0:
+            log.warning("ledger save failed exit=%d (the next interval tries again)", code)
+        return code == 0
+
+    def stop_saving(self) -> None:
+        """Stop a save in progress (a rebuild saves anyway; the worker is stopping)."""
+        child = self._saving
+        if child is not None and child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.terminate()
 
     def read(self) -> tuple[Ledger, dict[str, dict[str, Any]]]:
         """The caught-up ledger and its decisions, decoded (a saved one this codec cannot

@@ -3,7 +3,9 @@ log (what was announced) and the job-event log (what ended), epoch by epoch.
 
 Rules, per reservation-table entry at epoch e:
   - never announced (no PLACED for (job, e) in the log nor in live state): dropped, and its
-    job goes back into the queue from the record the entry keeps (nothing is lost);
+    job goes back into the queue from the record the entry keeps (nothing is lost); unless it
+    was placed before `trimmed_ms`, when retention may have taken its decision unread: then the
+    table is trusted (the job may be running; requeueing it would promise its GPUs twice);
   - announced and the job-event log says epoch e ended (by an end written at or after the
     placement, as the live path judges it): released (whatever the table says), and when it
     ended EVICTED the job is requeued at e + 1 unless it already waits;
@@ -24,6 +26,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streams.bandwidth import flows_from_records
+from streams.lifecycle import released_marker
 from streams.tenancy import Running
 
 if TYPE_CHECKING:
@@ -42,11 +45,12 @@ def rebuild_state(
     *,
     moves: Mapping[str, Sequence[Mapping[str, Any]]],
     migrated: Mapping[str, Sequence[Mapping[str, Any]]],
+    trimmed_ms: int = 0,
 ) -> None:
     """`Scheduler.rebuild`: forget the regions no longer owned, rebuild the tables, then the
     preemptors' holds, the moves in flight and the flows of the reservations still held."""
     forget_unowned(s, owns)
-    rebuild_tables(s, logged, epoch_ends(ended), owns)
+    rebuild_tables(s, logged, epoch_ends(ended), owns, trimmed_ms)
     s.preemption.restore()
     if s.replanner is not None:
         s.replanner.rebuild(moves, migrated, set(ended))  # keys: the ended
@@ -63,9 +67,11 @@ def rebuild_tables(
     logged: Mapping[str, Mapping[str, Any]],
     ended: Mapping[str, Mapping[int, Any]],
     owns: Callable[[str], bool] = lambda region: True,
+    trimmed_ms: int = 0,
 ) -> None:
     """`ended`: job_id -> {epoch: (kind, written ms)} (`streams.ledger`), or {epoch: kind}
-    where write times are unknown; `owns(region)`: whether this worker holds the region."""
+    where write times are unknown; `owns(region)`: whether this worker holds the region;
+    `trimmed_ms`: decisions written before it may be missing from `logged`."""
     for job_id in list(s.state.jobs):
         s.state.release(job_id)
     for record in s.nodes.values():
@@ -77,7 +83,7 @@ def rebuild_tables(
     s.tenancy.running.clear()
     s.tenancy.claims.clear()
     for job_id, entry in list(s.reservations.items()):
-        _entry(s, job_id, entry, ended.get(job_id, {}))
+        _entry(s, job_id, entry, ended.get(job_id, {}), trimmed_ms)
     for job_id, decision in logged.items():
         if owns(str(decision.get("region") or "")):
             _logged(s, job_id, decision, ended.get(job_id, {}))
@@ -100,8 +106,23 @@ def _announced(s: Scheduler, job_id: str, epoch: int) -> bool:
     return current > epoch or (current == epoch and job_id in s.final)
 
 
-def _entry(s: Scheduler, job_id: str, entry: Mapping[str, Any], ended: Mapping[int, Any]) -> None:
+def _entry(
+    s: Scheduler,
+    job_id: str,
+    entry: Mapping[str, Any],
+    ended: Mapping[int, Any],
+    trimmed_ms: int = 0,
+) -> None:
     epoch = int(entry.get("epoch") or 0)
+    if not _announced(s, job_id, epoch) and int(entry.get("placed_ts") or 0) < trimmed_ms:
+        log.warning(
+            "placement older than the decision log's start, kept as the table has it "
+            "job_id=%s epoch=%d",
+            job_id,
+            epoch,
+        )
+        s.final.add(job_id, age_s=max(0, s.clock() - int(entry.get("placed_ts") or 0)) / 1000)
+        s.epochs[job_id] = max(s.epochs.get(job_id, 0), epoch)
     if not _announced(s, job_id, epoch):
         del s.reservations[job_id]
         routed = entry.get("routed")
@@ -112,7 +133,7 @@ def _entry(s: Scheduler, job_id: str, entry: Mapping[str, Any], ended: Mapping[i
     end = _end(ended, epoch, entry.get("placed_ts"))
     if end is not None or entry.get("released"):
         if not entry.get("released"):
-            s.reservations[job_id] = {**entry, "released": True}
+            s.reservations[job_id] = released_marker(entry)
         s.released.add(entry["region"], [job_id])
         if end == "EVICTED" and s.epochs.get(job_id) == epoch and job_id not in s.queue:
             routed = entry.get("routed")

@@ -122,6 +122,7 @@ class Runtime:
     async def _prepare(self) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
+        self.ledger.stop_saving()  # the rebuild saves what it reads; a save in flight would wait
         async with self._ledger_lock:
             ledger, logged = await loop.run_in_executor(None, self.ledger.read)
             owned = self.ownership.partitions() if self.ownership is not None else None
@@ -133,6 +134,7 @@ class Runtime:
                 self._owns(owned),
                 moves=ledger.moves,
                 migrated=ledger.migrated,
+                trimmed_ms=ledger.trimmed_ms,
             )
             self.fleet.protection.restore()
             s.note_routed(ledger.attempts())
@@ -158,17 +160,8 @@ class Runtime:
         if self.ledger.path is None or not self._ready.is_set() or self.holding_state:
             return
         loop = asyncio.get_running_loop()
-        async with self._ledger_lock:
-            live = self._live_jobs()
-            try:  # pruned as it folds: a save interval of ended jobs never piles up in memory
-                prune = self.ledger.pruner(live, orphans=False)
-                ledger = await loop.run_in_executor(None, self.ledger.caught_up, prune)
-            except Exception as exc:  # the broker away, a stalled read: try at the next tick
-                log.warning("ledger not caught up for its snapshot error=%s", exc)
-                return
-            await loop.run_in_executor(None, self.ledger.keep, ledger, live)
-            del ledger  # a save interval of folded decisions: give the pages back (infra.heap)
-            await loop.run_in_executor(None, trim_heap)
+        async with self._ledger_lock:  # in a child process: neither this GIL nor this heap
+            await loop.run_in_executor(None, self.ledger.save_apart, self._live_jobs())
 
     def _owns(self, owned: frozenset[int] | None) -> Callable[[str], bool]:
         """Regions on the partitions this worker owns (all of them without an assignment)."""

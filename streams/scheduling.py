@@ -145,6 +145,7 @@ class Scheduler:
         *,
         moves: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
         migrated: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        trimmed_ms: int = 0,
     ) -> None:
         """Rebuild the arrays from the tables, reconciled with the decision and job-event logs.
 
@@ -153,9 +154,13 @@ class Scheduler:
         ledger`; an end written before its placement does not end it). A plain collection of
         job ids means their epoch 0 finished; job_id -> written ms, that epoch 0 ended then.
         `owns(region)` says which regions this worker holds now: the rest leave memory, and
-        only owned regions' placements are restored. See `streams.recovery` for the rules.
+        only owned regions' placements are restored; decisions written before `trimmed_ms` may
+        be missing from `logged` (`Ledger.trimmed_ms`). See `streams.recovery` for the rules.
         """
-        rebuild_state(self, logged, ended, owns, moves=moves or {}, migrated=migrated or {})
+        rebuild_state(
+            self, logged, ended, owns, moves=moves or {}, migrated=migrated or {},
+            trimmed_ms=trimmed_ms,
+        )  # fmt: skip
         log.info(
             "rebuilt nodes=%d final=%d held=%d queued=%d",
             len(self.nodes),

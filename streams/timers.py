@@ -65,7 +65,7 @@ def register_timers(app: faust.App, rt: Runtime) -> None:
     if rt.config.worker.ledger_snapshot_s > 0:
 
         @app.timer(rt.config.worker.ledger_snapshot_s)
-        async def snapshot_ledger() -> None:  # reads the logs in a thread; the loop goes on
+        async def snapshot_ledger() -> None:  # in a child process; the loop goes on
             await rt.snapshot_ledger()
 
     @app.timer(rt.config.worker.summary_interval_s)

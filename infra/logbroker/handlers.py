@@ -148,8 +148,8 @@ async def metadata(ctx: Context, version: int, request: Any) -> Response:
     if version == 1:
         return respond(3, 1, brokers, s.node_id, topics)
     if version == 2:
-        return respond(3, 2, brokers, "gpuflow-embedded", s.node_id, topics)
-    return respond(3, version, 0, brokers, "gpuflow-embedded", s.node_id, topics)
+        return respond(3, 2, brokers, state.cluster_id, s.node_id, topics)
+    return respond(3, version, 0, brokers, state.cluster_id, s.node_id, topics)
 
 
 @api(0)

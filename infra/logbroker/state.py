@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from infra.logbroker.groups import GroupCoordinator
@@ -55,6 +56,9 @@ class BrokerState:
 
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
+        # a Kafka cluster id names its storage; this broker's storage is new at each start, so
+        # a client that remembers positions (the worker's ledger) sees the log was replaced
+        self.cluster_id = f"gpuflow-embedded-{uuid.uuid4().hex[:12]}"
         self.topics: dict[str, Topic] = {}
         self.groups = GroupCoordinator()
         self.next_producer_id = 1000

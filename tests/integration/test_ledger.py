@@ -7,10 +7,13 @@ from __future__ import annotations
 import re
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 from harness import (
     CODEC,
     TopicReader,
@@ -23,7 +26,7 @@ from harness import (
 
 from agents.jobgen import generate_jobs
 from infra.config import Config
-from infra.kafka import producer
+from infra.kafka import consumer, producer
 from infra.store import samples as S
 from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, topic_for_event
 from streams.ledger import Ledger
@@ -224,3 +227,73 @@ def test_without_snapshots_nothing_is_saved(config: Config) -> None:
         assert wait_for(lambda: want <= set(final_decisions(decisions.poll())), 60)
         assert not (running.config.data_dir / "ledger").exists()
         decisions.close()
+
+
+def _trim(config: Config, to: dict[tuple[str, int], int]) -> None:
+    """Move each partition's log start to the offset given, as retention does."""
+    admin = AdminClient({"bootstrap.servers": config.kafka.bootstrap_servers})
+    parts = [TopicPartition(t, p, o) for (t, p), o in to.items()]
+    for done in admin.delete_records(parts).values():
+        done.result(10)
+
+
+def _ends(config: Config, ledger: Ledger) -> dict[tuple[str, int], int]:
+    """The log end of every partition the ledger has read."""
+    c = consumer(config.kafka, group_id=f"ends-{uuid.uuid4().hex[:8]}")
+    try:
+        return {
+            (t, p): c.get_watermark_offsets(TopicPartition(t, p), timeout=10)[1]
+            for t, parts in ledger.positions.items()
+            for p in parts
+        }
+    finally:
+        c.close()
+
+
+@pytest.mark.engines("logbroker")  # Tansu 0.6 closes the connection on DeleteRecords
+def test_a_ledger_reads_on_from_a_log_start_retention_moved_past_its_position(
+    config: Config,
+) -> None:
+    first, second = _history("r", 20), _history("s", 10)
+    _send(config, first)
+    ledger = Ledger()
+    ledger.catch_up(config.kafka, CODEC)
+    _send(config, second)
+    # right after each saved record: nothing lost, the fold goes on from the log start
+    _trim(
+        config, {(t, p): o + 1 for t, ps in ledger.positions.items() for p, (o, *_) in ps.items()}
+    )
+    assert ledger.catch_up(config.kafka, CODEC) == len(second)
+    assert {f"r{i}" for i in range(20)} | {f"s{i}" for i in range(10)} <= set(ledger.final)
+    assert ledger.trimmed_ms == 0
+
+    # past them: a whole batch of records went to retention before the ledger read them
+    _send(config, _history("u", 10))
+    _trim(config, _ends(config, ledger))
+    before = int(time.time() * 1000)
+    after = _history("v", 10)
+    _send(config, after)
+    assert ledger.catch_up(config.kafka, CODEC) == len(after)
+    kept = {f"r{i}" for i in range(20)} | {f"s{i}" for i in range(10)}
+    assert kept | {f"v{i}" for i in range(10)} <= set(ledger.final)
+    assert not any(job.startswith("u") for job in ledger.final)  # lost, and it says so:
+    assert before <= ledger.trimmed_ms <= int(time.time() * 1000)  # older decisions may miss
+
+    # trimmed to the end, nothing after: any decision until now may be missing
+    _send(config, _history("w", 5))
+    _trim(config, _ends(config, ledger))
+    ledger.catch_up(config.kafka, CODEC)
+    assert ledger.trimmed_ms >= int(time.time() * 1000) - 5_000
+    assert kept <= set(ledger.final)
+
+
+def test_a_ledger_from_another_cluster_starts_again_from_the_beginning(config: Config) -> None:
+    events = _history("k", 10)
+    _send(config, events)
+    ledger = Ledger()
+    ledger.catch_up(config.kafka, CODEC)
+    whole = _folded(ledger)
+    ledger.source["cluster"] = "another-cluster"  # as after the broker came back empty
+    ledger.final["ghost"] = (0, "PLACED", 0, b"old")
+    assert ledger.catch_up(config.kafka, CODEC) == len(events)
+    assert _folded(ledger) == whole

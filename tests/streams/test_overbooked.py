@@ -1,4 +1,4 @@
-"""GPUs booked twice, judged from the logs alone, when jobs migrate (`ledger.overbooked`)."""
+"""GPUs booked twice, judged from the logs alone, when jobs migrate (`streams.overbooking`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from streams.ledger import overbooked
+from streams.overbooking import overbooked
 
 
 def _placed(job_id: str, ts: int, node: str, gpu: int = 0) -> dict[str, Any]:

@@ -163,6 +163,23 @@ def test_rebuild_reconciles_tables_with_the_decision_log() -> None:
     assert fresh.retry_queue("eu") == []
 
 
+def test_a_placement_whose_decision_retention_took_unread_is_kept_not_requeued() -> None:
+    s = make(node("n1", "eu"))
+    decide(s, job("old", gpu_count=2))
+    time.sleep(0.005)
+    decide(s, job("new", gpu_count=2))
+    placed = {j: int(s.reservations[j]["placed_ts"]) for j in ("old", "new")}
+    assert placed["old"] < placed["new"]
+    # neither decision is in the log the restarted worker reads: retention took the log start
+    # past its saved position, and its ledger says decisions before "new" may be missing
+    fresh = restarted(s, dict(s.reservations))
+    fresh.rebuild({}, trimmed_ms=placed["new"])
+    assert "old" in fresh.final and "old" not in fresh.queue  # it may be running: keep it
+    assert fresh.state.jobs.keys() == {"old"}
+    assert "new" in fresh.queue and "new" not in fresh.reservations  # never announced
+    assert fresh.state.free_gpus("eu") == {"A100-80": 6}  # old's 2 held, nothing twice
+
+
 def test_released_reservations_stay_released_after_rebuild() -> None:
     s = make(node("n1", "eu"))
     [d] = decide(s, job("done", gpu_count=8))
