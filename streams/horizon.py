@@ -10,21 +10,31 @@ rebuild from a stale changelog cannot resurrect them), then are deleted.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, MutableSet
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["DecidedJobs", "ReleasedLog"]
+if TYPE_CHECKING:
+    from streams.scheduling import Scheduler
+
+__all__ = ["DecidedJobs", "ReleasedLog", "forget_epochs", "forget_past_horizon"]
 
 
 class DecidedJobs(MutableSet[str]):
-    """Job ids with a final decision, each with when it was decided (monotonic seconds)."""
+    """Job ids with a final decision, each with when it was decided (monotonic seconds).
+
+    Pruning looks only at what came due (a queue in the order jobs were added), so its cost
+    is per job forgotten, not per job remembered: a full scan at every tick cost the worker
+    51 ms per tick with 60,000 jobs remembered (100 jobs/s for a 10-minute horizon).
+    """
 
     def __init__(self, horizon_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.horizon_s = horizon_s
         self._clock = clock
         self._at: dict[str, float] = {}
+        self._due: deque[tuple[float, str]] = deque()  # (when to look again, job), as added
 
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._at
@@ -38,18 +48,37 @@ class DecidedJobs(MutableSet[str]):
     def add(self, job_id: str, age_s: float = 0.0) -> None:
         """Remember `job_id`, decided `age_s` ago (a decision read back from the log is older)."""
         at = self._clock() - max(0.0, age_s)
-        self._at[job_id] = max(at, self._at.get(job_id, at))
+        if at > self._at.get(job_id, -math.inf):
+            self._remember(job_id, at)
 
     def discard(self, job_id: str) -> None:
-        self._at.pop(job_id, None)
+        self._at.pop(job_id, None)  # its queue entry is skipped when it comes due
 
     def prune(self, keep: Callable[[str], bool]) -> int:
         """Forget jobs decided more than `horizon_s` ago, except those `keep` names; how many."""
-        cutoff = self._clock() - self.horizon_s
-        old = [j for j, at in self._at.items() if at < cutoff and not keep(j)]
-        for job_id in old:
-            del self._at[job_id]
-        return len(old)
+        return len(self.expire(keep))
+
+    def expire(self, keep: Callable[[str], bool]) -> list[str]:
+        """Forget jobs decided more than `horizon_s` ago; those `keep` names (still holding
+        GPUs) are looked at again a horizon later, so a duplicate of a long job's submission
+        is refused for a while after it ends too. The jobs forgotten."""
+        now = self._clock()
+        gone = []
+        while self._due and self._due[0][0] < now:
+            due, job_id = self._due.popleft()
+            at = self._at.get(job_id)
+            if at is None or at + self.horizon_s != due:
+                continue  # discarded, or added again since (a later entry stands for it)
+            if keep(job_id):
+                self._remember(job_id, now)
+            else:
+                del self._at[job_id]
+                gone.append(job_id)
+        return gone
+
+    def _remember(self, job_id: str, at: float) -> None:
+        self._at[job_id] = at
+        self._due.append((at + self.horizon_s, job_id))
 
 
 class ReleasedLog:
@@ -74,15 +103,34 @@ class ReleasedLog:
             out.append(queue.popleft()[1])
         return out
 
-    def forget(self, region: str, reservations: MutableMapping[str, Any]) -> int:
-        """Delete `region`'s released markers older than the horizon from the table; how many."""
-        gone = 0
+    def forget(self, region: str, reservations: MutableMapping[str, Any]) -> list[str]:
+        """Delete `region`'s released markers older than the horizon from the table; the jobs
+        whose markers went."""
+        gone = []
         for job_id in self.expired(region):
             entry = reservations.get(job_id)
             if entry is not None and entry.get("released"):
                 del reservations[job_id]
-                gone += 1
+                gone.append(job_id)
         return gone
 
     def __len__(self) -> int:
         return sum(map(len, self._by_region.values()))
+
+
+def forget_past_horizon(s: Scheduler) -> None:
+    """At every scheduler tick: decided jobs past the horizon (but those holding GPUs) and
+    their epochs, at a cost per job forgotten, never per job remembered."""
+    held = s.state.jobs
+    forget_epochs(s, s.final.expire(keep=lambda job_id: job_id in held))
+
+
+def forget_epochs(s: Scheduler, job_ids: Iterable[str]) -> None:
+    """Drop the epochs of `job_ids` no table remembers any more; a full sweep only once stale
+    entries (a job that left the queue without a decision) outnumber the rest."""
+    keep = (s.final, s.queue, s.reservations)
+    for job_id in job_ids:
+        if not any(job_id in t for t in keep):
+            s.epochs.pop(job_id, None)
+    if len(s.epochs) > 2 * sum(map(len, keep)) + 10_000:
+        s.epochs = {j: e for j, e in s.epochs.items() if any(j in t for t in keep)}

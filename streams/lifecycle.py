@@ -15,6 +15,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from streams.horizon import forget_epochs
 from streams.outbox import Outgoing
 from streams.tenancy import CAPACITY
 
@@ -57,7 +58,7 @@ def on_job_event(
         return out + s.preemption.on_gone(job_id)
     out = end_placement(s, job_id, entry, event if kind == "EVICTED" else None)
     # on the region's own event, so the deletes land in its changelog partition
-    s.released.forget(entry["region"], s.reservations)
+    forget_epochs(s, s.released.forget(entry["region"], s.reservations))
     if released is not None:
         released.append(entry["region"])
         return out

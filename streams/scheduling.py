@@ -50,7 +50,7 @@ from scorer.tenancy import TenancyPolicy
 from streams.clock import Clock, as_clock
 from streams.convert import job_spec, node_spec, parse_assignments
 from streams.fairness import WithinOrder
-from streams.horizon import DecidedJobs, ReleasedLog
+from streams.horizon import DecidedJobs, ReleasedLog, forget_past_horizon
 from streams.lifecycle import force_evict, on_job_event
 from streams.outbox import Outgoing
 from streams.outcomes import commit, forecast_gate, refused
@@ -376,11 +376,8 @@ class Scheduler:
         moves not confirmed in time and looks for running jobs a faster free GPU suits
         (`streams.ticks`). Then what the horizon no longer needs is forgotten."""
         out = tick_passes(self, now_ms, regions)
-        held = self.state.jobs
-        self.final.prune(keep=lambda job_id: job_id in held)
+        forget_past_horizon(self)
         self._waiting_known = {k: w for k, w in self._waiting_known.items() if k[0] in self.queue}
-        keep = (self.final, self.queue, self.reservations)
-        self.epochs = {j: e for j, e in self.epochs.items() if any(j in t for t in keep)}
         self.queue_why = {j: w for j, w in self.queue_why.items() if j in self.queue}
         return out
 

@@ -79,6 +79,9 @@ async def _connection(
             await writer.wait_closed()
 
 
+REPORT_S = 60.0  # how often what is stored is logged
+
+
 async def _every(seconds: float, fn: Callable[[], None]) -> None:
     while True:
         await asyncio.sleep(seconds)
@@ -97,6 +100,7 @@ async def serve(settings: BrokerSettings, ready: asyncio.Event | None = None) ->
     tasks = [
         asyncio.create_task(_every(settings.cleanup_interval_ms / 1000, state.clean)),
         asyncio.create_task(_every(0.25, state.groups.expire)),
+        asyncio.create_task(_every(REPORT_S, state.report)),
     ]
     log.info("logbroker listening on %s:%d", settings.host, settings.port)
     if ready is not None:

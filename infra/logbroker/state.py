@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -11,6 +12,8 @@ from infra.logbroker.groups import GroupCoordinator
 from infra.logbroker.partition import PartitionLog
 
 __all__ = ["BrokerSettings", "BrokerState", "Topic"]
+
+log = logging.getLogger(__name__)
 
 PRODUCER_IDLE_MS = 15 * 60 * 1000
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -82,6 +85,21 @@ class BrokerState:
         self.groups.forget_topic(name)
         for key in [k for k in self.sequences if k[1] == name]:
             del self.sequences[key], self.sequence_used_ms[key]
+
+    def report(self, top: int = 5) -> None:
+        """Log what is stored: all topics, then the `top` largest (what memory is spent on)."""
+        sizes = {
+            name: (sum(p.size for p in t.partitions), sum(len(p.data) for p in t.partitions))
+            for name, t in self.topics.items()
+        }
+        largest = sorted(sizes.items(), key=lambda kv: -kv[1][0])[:top]
+        log.info(
+            "stored topics=%d bytes=%d batches=%d largest=%s",
+            len(sizes),
+            sum(b for b, _ in sizes.values()),
+            sum(n for _, n in sizes.values()),
+            " ".join(f"{name}:{b}/{n}" for name, (b, n) in largest),
+        )
 
     def clean(self) -> None:
         """Retention and compaction over every partition, and idle producers' sequences;

@@ -6,6 +6,7 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from infra.logbroker.partition import BatchError, PartitionLog, split_batches
+from infra.logbroker.state import BrokerSettings, BrokerState
 
 
 def _batch(*records: tuple[bytes | None, bytes | None], ts: int = 1000, pid: int = -1) -> bytes:
@@ -145,3 +146,18 @@ def test_offset_for_time_finds_the_first_batch_at_or_after() -> None:
     assert log.offset_for_time(150) == 1
     assert log.offset_for_time(50) == 0
     assert log.offset_for_time(999) == log.end
+
+
+def test_the_broker_reports_what_it_stores_largest_first(caplog: pytest.LogCaptureFixture) -> None:
+    state = BrokerState(BrokerSettings())
+    big, small = state.create("big", 2), state.create("small", 1)
+    _fill(big.partitions[0], [_batch((b"k", b"x" * 500)), _batch((b"k", b"y" * 500))])
+    _fill(small.partitions[0], [_batch((b"k", b"z"))])
+    state.create("empty", 1)
+    with caplog.at_level("INFO", logger="infra.logbroker.state"):
+        state.report(top=2)
+    stored = sum(p.size for t in (big, small) for p in t.partitions)
+    line = caplog.records[-1].getMessage()
+    assert f"stored topics=3 bytes={stored} batches=3 largest=big:" in line
+    assert line.endswith(f"small:{small.partitions[0].size}/1")
+    assert BrokerState(BrokerSettings()).cluster_id != state.cluster_id  # new storage, new id

@@ -28,9 +28,45 @@ def test_decided_jobs_forget_after_the_horizon_unless_kept() -> None:
     clock.now = 1061.0  # cutoff 1001: "old" (1000) and "logged" (950) are past it
     assert jobs.prune(keep=lambda j: j == "old") == 1  # "old" still holds GPUs
     assert jobs == {"old", "new"}
-    clock.now = 1091.0  # cutoff 1031: "new" (1030) goes too
-    assert jobs.prune(keep=lambda j: False) == 2
+    clock.now = 1091.0  # cutoff 1031: "new" (1030) goes too; "old" is looked at again
+    assert jobs.prune(keep=lambda j: False) == 1  # a horizon after it was last kept
+    assert jobs == {"old"}
+    clock.now = 1122.0
+    assert jobs.prune(keep=lambda j: False) == 1
     assert len(jobs) == 0
+
+
+def test_a_job_added_again_or_discarded_is_judged_by_its_latest_entry() -> None:
+    clock = Clock()
+    jobs = DecidedJobs(60.0, clock)
+    jobs.add("again")
+    jobs.add("gone")
+    clock.now = 1050.0
+    jobs.add("again")  # decided again (a new epoch): remembered from t=1050
+    jobs.discard("gone")
+    clock.now = 1061.0  # both first entries come due: one was replaced, one discarded
+    assert jobs.expire(keep=lambda j: False) == []
+    assert jobs == {"again"}
+    jobs.add("late", age_s=100.0)  # read back from the log: decided at t=961, queued last,
+    clock.now = 1100.0  # so it waits behind "again" (due 1110): forgotten late, never lost
+    assert jobs.expire(keep=lambda j: False) == []
+    clock.now = 1111.0
+    assert jobs.expire(keep=lambda j: False) == ["again", "late"]
+    assert len(jobs) == 0
+
+
+def test_a_tick_forgets_the_epochs_of_the_jobs_it_forgets() -> None:
+    clock = Clock()
+    s = _scheduler(60.0, clock)
+    _decide(s, _job("short"))
+    s.on_job_event({"job_id": "short", "type": "FINISHED", "region": "eu"})
+    assert "short" in s.epochs
+    clock.now += 61.0
+    s.on_tick(0)  # decision forgotten; the released marker still names it
+    assert "short" not in s.final and "short" in s.epochs
+    _decide(s, _job("next"))
+    s.on_job_event({"job_id": "next", "type": "FINISHED", "region": "eu"})  # deletes the marker
+    assert "short" not in s.reservations and "short" not in s.epochs
 
 
 def test_released_log_hands_out_each_expired_job_once_per_region() -> None:
