@@ -9,7 +9,7 @@ process CPU clock (not wall time, so other work on the machine matters little):
   lifecycle: decode JobEvent -> release + retry the region's queue
   telemetry: decode NodeTelemetry -> apply to the arrays (full snapshots, 8 GPUs)
 What the broker path adds on top (Faust's event handling, aiokafka produce and fetch, commits,
-changelog sends) is measured by profiling a running worker: see docs/performance.md.
+changelog sends) is measured by profiling a running worker: see docs/performance/worker.md.
 Writes bench/results/worker_costs.json (or --out).
 """
 

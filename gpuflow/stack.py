@@ -49,8 +49,9 @@ class WorkerProcess:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)  # Faust's datadir goes here
         # glibc gives each thread that allocates its own 64 MB arena; the worker's (Faust's
         # consumer, the telemetry lane, librdkafka's, the executor pool's) each kept growing a
-        # little. Two arenas: 0.9 instead of 1.34 MB/min, 13 MB less (docs/performance.md).
-        # The worker is GIL-bound, so malloc contention costs nothing; a user's setting wins.
+        # little. Two arenas: 0.9 instead of 1.34 MB/min, 13 MB less
+        # (docs/performance/ledger-and-memory.md). The worker is GIL-bound, so malloc
+        # contention costs nothing; a user's setting wins.
         env = {"MALLOC_ARENA_MAX": "2", **os.environ, **config_env(self.config)}
         env["PYTHONUNBUFFERED"] = "1"
         pid = self._proc.start([sys.executable, "-m", "streams"], env)

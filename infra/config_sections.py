@@ -42,7 +42,8 @@ class KafkaConfig:
     fetch_wait_ms: int = 50  # the embedded broker holds a fetch this long when idle
     # the worker's Faust consumer sends a fetch at most this often, busy or idle: on the
     # embedded broker each fetch that returns data lists every stored batch, and fewer,
-    # larger fetches make larger batches (docs/performance.md); 0: as soon as the last returns
+    # larger fetches make larger batches (docs/performance/worker.md); 0: as soon as the
+    # last returns
     fetch_interval_ms: float = 50.0
     schema_registry_url: str = ""  # empty: Avro single-object encoding
     # regions pinned to partitions in this order ("us-east,eu-west,..."); others: crc32

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 _POLL_BATCH = 10_000
 _TELEMETRY_TABLE = "node_telemetry"
 # Each fetch that returns data costs the embedded broker a listing of every batch stored in
-# that partition (docs/performance.md). The sink is not latency-bound (it flushes every
+# that partition (docs/performance/broker.md). The sink is not latency-bound (it flushes every
 # second), so its fetches wait up to 1 s. No fetch.min.bytes: Tansu holds a fetch short of it
 # by listing again several times within the wait, and answers no sooner
 # (`bench/broker_fetch_wait.py`: 1 MB cost the broker twice the CPU, 4.0 vs 2.2 % of a core,
