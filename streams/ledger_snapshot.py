@@ -99,6 +99,7 @@ class LedgerKeeper:
             else None
         )
         self._saving: subprocess.Popen[bytes] | None = None  # the save child, while it runs
+        self._stopped = False  # stop_saving stopped it: not a failure
 
     def save_apart(self, live: set[str], timeout_s: float = SAVE_TIMEOUT_S) -> bool:
         """Catch the saved ledger up and save it again in a child process
@@ -111,6 +112,7 @@ class LedgerKeeper:
         live_path.write_text(json.dumps(sorted(live)))
         env = {**os.environ, **config_env(self.config)}
         argv = [sys.executable, "-m", "streams.ledger_save", str(live_path)]
+        self._stopped = False
         try:  # its output goes where the worker's goes: one log to read
             self._saving = child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
         except OSError as exc:
@@ -124,7 +126,9 @@ class LedgerKeeper:
             code = child.wait()
         finally:
             self._saving = None
-        if code != 0:
+        if self._stopped:
+            log.info("ledger save stopped pid=%d", child.pid)
+        elif code != 0:
             log.warning("ledger save failed exit=%d (the next interval tries again)", code)
         return code == 0
 
@@ -132,6 +136,7 @@ class LedgerKeeper:
         """Stop a save in progress (a rebuild saves anyway; the worker is stopping)."""
         child = self._saving
         if child is not None and child.poll() is None:
+            self._stopped = True
             with contextlib.suppress(ProcessLookupError):
                 child.terminate()
 

@@ -76,8 +76,9 @@ def up(
         pids = ",".join(str(w.pid) for w in stack.workers) or "-"
         web = ", ".join(f"{w.config.worker.web_host}:{w.config.worker.web_port}/ui/"
                         for w in stack.workers)  # fmt: skip
+        engine = f"embedded {cfg.broker.engine}" if stack.broker is not None else "external"
         console.print(
-            f"[bold]gpuflow[/bold] broker {cfg.kafka.bootstrap_servers}  "
+            f"[bold]gpuflow[/bold] broker {cfg.kafka.bootstrap_servers} ({engine})  "
             f"worker{'s' if len(stack.workers) > 1 else ''} pid {pids}  "
             f"{len(fleet_obj.nodes)} nodes in {len(fleet_obj.spec.regions)} regions  "
             f"logs {cfg.data_dir}\n  web view http://{web}",

@@ -107,7 +107,8 @@ def test_demo_block_runs_as_shown(workdir: Path) -> None:
     proc = run(up, workdir, timeout=300)
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
-    assert re.search(r"^gpuflow broker 127\.0\.0\.1:\d+  worker pid \d+  400 nodes in 4 regions",
+    assert re.search(r"^gpuflow broker 127\.0\.0\.1:\d+ \(embedded logbroker\)  worker pid \d+  "
+                     r"400 nodes in 4 regions",
                      out, re.M)  # fmt: skip
     assert len(re.findall(r"^PLACED +job\d+-0-\d{6} +-> \S+ \S+x\d+ ", out, re.M)) >= 20, out[
         -3000:
