@@ -305,7 +305,8 @@ def _positions(
 ) -> tuple[list[TopicPartition], set[Where], set[Where], set[Where]]:
     """Where to start reading each partition, those to read to their end, those whose saved
     record needs no check (read from the beginning, or from a log start past it), and those
-    where retention took records the ledger never folded (logged)."""
+    where retention took records the ledger never folded (a gap after a saved position,
+    logged; or a log read from the beginning that no longer starts at offset 0)."""
     parts, pending, checked, trimmed = [], set(), set(), set()
     for topic, saved in after.items():
         meta = c.list_topics(topic, timeout=10).topics.get(topic)
@@ -338,6 +339,8 @@ def _positions(
                 continue
             parts.append(TopicPartition(topic, p, OFFSET_BEGINNING))
             checked.add((topic, p))
+            if low > 0:  # read from a start retention moved: what came before is unknown
+                trimmed.add((topic, p))
             if high > low:
                 pending.add((topic, p))
     return parts, pending, checked, trimmed

@@ -279,6 +279,11 @@ def test_a_ledger_reads_on_from_a_log_start_retention_moved_past_its_position(
     assert not any(job.startswith("u") for job in ledger.final)  # lost, and it says so:
     assert before <= ledger.trimmed_ms <= int(time.time() * 1000)  # older decisions may miss
 
+    # a ledger with nothing saved reads the trimmed log from its start: older is unknown
+    fresh = Ledger()
+    assert fresh.catch_up(config.kafka, CODEC) == len(after)
+    assert before <= fresh.trimmed_ms <= ledger.trimmed_ms
+
     # trimmed to the end, nothing after: any decision until now may be missing
     _send(config, _history("w", 5))
     _trim(config, _ends(config, ledger))
