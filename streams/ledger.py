@@ -264,7 +264,7 @@ def _read_topics(
         parts, pending, checked, trimmed = _positions(c, after)
         lost = {w for w in trimmed if w[0] == DECISIONS_PLACEMENT}  # first record's time, then
         if lost - pending:  # nothing left after the gap: any decision until now may be gone
-            source["trimmed_ms"] = max(int(source.get("trimmed_ms") or 0), int(time.time() * 1000))
+            _trimmed_before(source, int(time.time() * 1000))
         if not parts:
             return
         c.assign(parts)
@@ -290,14 +290,18 @@ def _read_topics(
                     continue  # read already, or before what was
                 if where in lost:  # the first record after the gap: what was lost is older
                     lost.discard(where)
-                    written = int(msg.timestamp()[1])
-                    source["trimmed_ms"] = max(int(source.get("trimmed_ms") or 0), written)
+                    _trimmed_before(source, int(msg.timestamp()[1]))
                 yield _record(codec, where[0], msg), msg
     finally:
         c.close()
 
 
 Where = tuple[str, int]  # (topic, partition)
+
+
+def _trimmed_before(source: dict[str, Any], ms: int) -> None:
+    """Placement decisions written before `ms` may be missing (the latest such time wins)."""
+    source["trimmed_ms"] = max(int(source.get("trimmed_ms") or 0), ms)
 
 
 def _positions(

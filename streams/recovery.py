@@ -42,9 +42,9 @@ def rebuild_state(
     logged: Mapping[str, Mapping[str, Any]],
     ended: Mapping[str, Mapping[int, Any]] | Mapping[str, int] | Collection[str],
     owns: Callable[[str], bool],
+    moves: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    migrated: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     *,
-    moves: Mapping[str, Sequence[Mapping[str, Any]]],
-    migrated: Mapping[str, Sequence[Mapping[str, Any]]],
     trimmed_ms: int = 0,
 ) -> None:
     """`Scheduler.rebuild`: forget the regions no longer owned, rebuild the tables, then the
@@ -53,7 +53,7 @@ def rebuild_state(
     rebuild_tables(s, logged, epoch_ends(ended), owns, trimmed_ms)
     s.preemption.restore()
     if s.replanner is not None:
-        s.replanner.rebuild(moves, migrated, set(ended))  # keys: the ended
+        s.replanner.rebuild(moves or {}, migrated or {}, set(ended))  # keys: the ended
     if s.network is not None:  # placed flows, from the reservations still held
         s.network.clear()
         for job_id, entry in s.reservations.items():
@@ -78,8 +78,7 @@ def rebuild_tables(
         s.restore_node(record)
     now = s.clock()
     for job_id, decision in logged.items():
-        s.final.add(job_id, age_s=max(0, now - int(decision.get("ts") or now)) / 1000)
-        s.epochs[job_id] = max(s.epochs.get(job_id, 0), int(decision.get("epoch") or 0))
+        _decided(s, job_id, int(decision.get("epoch") or 0), int(decision.get("ts") or now))
     s.tenancy.running.clear()
     s.tenancy.claims.clear()
     for job_id, entry in list(s.reservations.items()):
@@ -99,6 +98,12 @@ def _end(ends: Mapping[int, Any], epoch: int, placed_ts: Any) -> str | None:
     return str(kind) if int(written) >= int(placed_ts or 0) else None
 
 
+def _decided(s: Scheduler, job_id: str, epoch: int, written_ms: int) -> None:
+    """`job_id` was decided at `epoch`, `written_ms` ago as the scheduler's clock goes."""
+    s.final.add(job_id, age_s=max(0, s.clock() - written_ms) / 1000)
+    s.epochs[job_id] = max(s.epochs.get(job_id, 0), epoch)
+
+
 def _announced(s: Scheduler, job_id: str, epoch: int) -> bool:
     current = s.epochs.get(job_id)
     if current is None:
@@ -113,16 +118,11 @@ def _entry(
     ended: Mapping[int, Any],
     trimmed_ms: int = 0,
 ) -> None:
-    epoch = int(entry.get("epoch") or 0)
-    if not _announced(s, job_id, epoch) and int(entry.get("placed_ts") or 0) < trimmed_ms:
-        log.warning(
-            "placement older than the decision log's start, kept as the table has it "
-            "job_id=%s epoch=%d",
-            job_id,
-            epoch,
-        )
-        s.final.add(job_id, age_s=max(0, s.clock() - int(entry.get("placed_ts") or 0)) / 1000)
-        s.epochs[job_id] = max(s.epochs.get(job_id, 0), epoch)
+    epoch, placed = int(entry.get("epoch") or 0), int(entry.get("placed_ts") or 0)
+    if not _announced(s, job_id, epoch) and placed < trimmed_ms:
+        log.warning("placement older than the decision log's start, kept as the table has it "
+                    "job_id=%s epoch=%d", job_id, epoch)  # fmt: skip
+        _decided(s, job_id, epoch, placed)
     if not _announced(s, job_id, epoch):
         del s.reservations[job_id]
         routed = entry.get("routed")

@@ -157,10 +157,7 @@ class Scheduler:
         only owned regions' placements are restored; decisions written before `trimmed_ms` may
         be missing from `logged` (`Ledger.trimmed_ms`). See `streams.recovery` for the rules.
         """
-        rebuild_state(
-            self, logged, ended, owns, moves=moves or {}, migrated=migrated or {},
-            trimmed_ms=trimmed_ms,
-        )  # fmt: skip
+        rebuild_state(self, logged, ended, owns, moves, migrated, trimmed_ms=trimmed_ms)
         log.info(
             "rebuilt nodes=%d final=%d held=%d queued=%d",
             len(self.nodes),

@@ -14,6 +14,7 @@ import struct
 from collections.abc import Callable
 from io import BytesIO
 
+from infra.heap import trim_heap
 from infra.logbroker import group_handlers  # noqa: F401  (registers the group APIs)
 from infra.logbroker.handlers import VERSIONS, Context, dispatch, request_class
 from infra.logbroker.state import BrokerSettings, BrokerState
@@ -82,7 +83,7 @@ async def _connection(
 REPORT_S = 60.0  # how often what is stored is logged
 
 
-async def _every(seconds: float, fn: Callable[[], None]) -> None:
+async def _every(seconds: float, fn: Callable[[], object]) -> None:
     while True:
         await asyncio.sleep(seconds)
         try:
@@ -101,6 +102,9 @@ async def serve(settings: BrokerSettings, ready: asyncio.Event | None = None) ->
         asyncio.create_task(_every(settings.cleanup_interval_ms / 1000, state.clean)),
         asyncio.create_task(_every(0.25, state.groups.expire)),
         asyncio.create_task(_every(REPORT_S, state.report)),
+        # retention and compaction free batches of every size; glibc keeps the pages unless
+        # asked (a 20-minute soak: RSS 2.79 -> 0.04 MB/min over minutes 16-20, infra.heap)
+        asyncio.create_task(_every(REPORT_S, trim_heap)),
     ]
     log.info("logbroker listening on %s:%d", settings.host, settings.port)
     if ready is not None:

@@ -8,7 +8,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from infra.heap import trim_heap
 from infra.logbroker.groups import GroupCoordinator
 from infra.logbroker.partition import PartitionLog
 
@@ -88,9 +87,7 @@ class BrokerState:
             del self.sequences[key], self.sequence_used_ms[key]
 
     def report(self, top: int = 5) -> None:
-        """Log what is stored: all topics, then the `top` largest (what memory is spent on);
-        then hand the heap pages retention and compaction freed back (`infra.heap`)."""
-        trim_heap()
+        """Log what is stored: all topics, then the `top` largest (what memory is spent on)."""
         sizes = {
             name: (sum(p.size for p in t.partitions), sum(len(p.data) for p in t.partitions))
             for name, t in self.topics.items()
