@@ -217,14 +217,31 @@ async def fetch(ctx: Context, version: int, request: Any) -> Response:
         (name, [(row[0], row[at], row[-1]) for row in parts]) for name, parts in request.topics
     ]
     head = (0, NONE, 0) if version >= 7 else (0,)  # throttle, [error, session id 0: none]
-    while True:
-        topics, size = _collect(ctx, wanted, request.max_bytes, version)
-        remaining = deadline - time.monotonic()
-        if size >= max(1, request.min_bytes) or remaining <= 0:
-            return respond(1, version, *head, topics)
-        if not await _wait_for_data(ctx, wanted, remaining):
-            topics, _ = _collect(ctx, wanted, request.max_bytes, version)
-            return respond(1, version, *head, topics)
+    topics, size = _collect(ctx, wanted, request.max_bytes, version)
+    need = max(1, request.min_bytes)
+    if size < need:
+        # held until `min_bytes` are there or the wait is over, as Kafka holds it; each new
+        # batch is counted (cheaply) before the response is built again
+        while (remaining := deadline - time.monotonic()) > 0 and await _wait_for_data(
+            ctx, wanted, remaining
+        ):
+            if _pending(ctx, wanted, request.max_bytes) >= need:
+                break
+        topics, _ = _collect(ctx, wanted, request.max_bytes, version)
+    return respond(1, version, *head, topics)
+
+
+def _pending(ctx: Context, wanted: list[Any], max_bytes: int) -> int:
+    """Bytes a fetch would return now (at most `max_bytes` past the first partition's)."""
+    size = 0
+    for name, parts in wanted:
+        for p, offset, part_max in parts:
+            log_ = _partition(ctx, name, p)
+            if log_ is not None and log_.in_range(offset) and offset < log_.end:
+                size += log_.pending(offset, part_max)
+                if size >= max_bytes:
+                    return size
+    return size
 
 
 def _collect(

@@ -101,9 +101,7 @@ class PartitionLog:
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding `offset`, at least one, up to `max_bytes`."""
-        i = max(0, bisect_right(self.bases, offset) - 1)
-        while i < len(self.bases) and self.lasts[i] < offset:
-            i += 1  # the batch that held `offset` was compacted away
+        i = self._holding(offset)
         chunks: list[bytes] = []
         taken = 0
         while i < len(self.data):
@@ -114,6 +112,24 @@ class PartitionLog:
             taken += len(chunk)
             i += 1
         return b"".join(chunks)
+
+    def pending(self, offset: int, max_bytes: int) -> int:
+        """Bytes that `read(offset, max_bytes)` would return, without joining them: what a
+        fetch held for its `min_bytes` counts each time the log grows."""
+        taken = 0
+        for i in range(self._holding(offset), len(self.data)):
+            size = len(self.data[i])
+            if taken and taken + size > max_bytes:
+                break
+            taken += size
+        return taken
+
+    def _holding(self, offset: int) -> int:
+        """Index of the batch that holds `offset`, or of the next one kept."""
+        i = max(0, bisect_right(self.bases, offset) - 1)
+        while i < len(self.bases) and self.lasts[i] < offset:
+            i += 1  # the batch that held `offset` was compacted away
+        return i
 
     def offset_for_time(self, timestamp_ms: int) -> int:
         """Base offset of the first batch holding a record at or after `timestamp_ms`."""

@@ -161,3 +161,12 @@ def test_the_broker_reports_what_it_stores_largest_first(caplog: pytest.LogCaptu
     assert f"stored topics=3 bytes={stored} batches=3 largest=big:" in line
     assert line.endswith(f"small:{small.partitions[0].size}/1")
     assert BrokerState(BrokerSettings()).cluster_id != state.cluster_id  # new storage, new id
+
+
+def test_pending_counts_what_a_read_would_return_without_reading_it() -> None:
+    log = PartitionLog()
+    _fill(log, [_batch((b"a", b"1" * 100)), _batch((b"b", b"2" * 100)), _batch((b"c", b"3"))])
+    for offset in range(4):
+        for cap in (1, 150, 1 << 20):
+            assert log.pending(offset, cap) == len(log.read(offset, cap)), (offset, cap)
+    assert log.pending(3, 1 << 20) == 0

@@ -233,3 +233,33 @@ def test_a_malformed_record_set_is_refused_and_the_broker_goes_on(
     assert (partition, error) == (0, KafkaError.INVALID_MSG)  # 2: CORRUPT_MESSAGE
     _send(kafka, topic, [(b"k", b"fine")])
     assert [v for _, _, v in _read_all(kafka, topic, expect=1)] == [b"fine"]
+
+
+def test_a_fetch_is_held_until_its_min_bytes_are_there_or_its_wait_is_over(
+    kafka: KafkaConfig,
+) -> None:
+    topic = _topic(kafka)
+    c = consumer(
+        kafka, group_id=f"lb-{uuid.uuid4().hex[:8]}",
+        **{"fetch.min.bytes": 20_000, "fetch.wait.max.ms": 5000},
+    )  # fmt: skip
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+
+        def arrival(expect: int) -> tuple[float, int]:
+            """Seconds until `expect` records are polled, and how many came."""
+            t0, got = time.monotonic(), 0
+            while got < expect and time.monotonic() - t0 < 12:
+                m = c.poll(0.1)
+                got += m is not None and not m.error()
+            return time.monotonic() - t0, got
+
+        c.poll(1.0)  # assigned; its first fetch is held at the log end
+        _send(kafka, topic, [(b"small", b"x")])
+        seconds, got = arrival(1)
+        assert got == 1 and seconds >= 1.5, seconds  # held for its wait: 1 byte is not 20,000
+        _send(kafka, topic, [(b"big", b"y" * 30_000)])
+        seconds, got = arrival(1)
+        assert got == 1 and seconds < 4.0, seconds  # answered once 20,000 bytes were there
+    finally:
+        c.close()
