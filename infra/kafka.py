@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from infra.config import KafkaConfig
+from infra.config import BrokerConfig, KafkaConfig
 from infra.errors import BrokerError, ConfigError
 from infra.topics import TOPICS, TopicSpec
 
@@ -22,6 +22,7 @@ __all__ = [
     "consumer",
     "end_offsets",
     "ensure_topics",
+    "held_fetch",
     "producer",
     "ssl_context",
     "topic_config",
@@ -62,6 +63,16 @@ def consumer(kafka: KafkaConfig, group_id: str, **overrides: Any) -> Consumer:
     }
     conf.update(overrides)
     return Consumer(conf)
+
+
+def held_fetch(broker: BrokerConfig, wait_ms: int, min_bytes: int) -> dict[str, int]:
+    """Settings of a bulk reader that would rather fetch less often and more at a time: each
+    fetch is held up to `wait_ms` until `min_bytes` are there, as Kafka and the log broker do.
+    Tansu 0.6 lists every stored batch again several times while it holds a fetch short of its
+    minimum and answers no sooner (docs/performance/telemetry.md), so on Tansu the minimum is 1.
+    """
+    least = 1 if broker.engine == "tansu" else min_bytes
+    return {"fetch.wait.max.ms": wait_ms, "fetch.min.bytes": least}
 
 
 def admin(kafka: KafkaConfig) -> AdminClient:

@@ -32,6 +32,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from infra.config import Config
 from infra.deadletter import message_dead_letter
 from infra.kafka import consumer as make_consumer
+from infra.kafka import held_fetch
 from infra.kafka import producer as make_producer
 from infra.store import Store, StoreError, open_store
 from infra.store.batching import Batch, Batcher
@@ -50,21 +51,12 @@ log = logging.getLogger(__name__)
 # its per-field numpy steps
 _POLL_BATCH = 10_000
 _TELEMETRY_TABLE = "node_telemetry"
-# The sink is not latency-bound (it flushes every second), so a fetch may wait up to 1 s for
-# 1 MiB: a few large fetches a second instead of one per produced batch (at 10,000 nodes'
-# telemetry the log broker answered each fetch as soon as any batch came, and the sink spent
-# 43 µs of CPU per event). Kafka and the log broker hold a fetch for its `fetch.min.bytes`.
-# Tansu does not, usefully: it lists every stored batch again several times within the wait
-# and answers no sooner (`bench/broker_fetch_wait.py`: 1 MB cost it twice the CPU, 4.0 vs
-# 2.2 % of a core, and read records later, p50 1.3 s vs 0.36 s), so on Tansu the minimum is 1.
+# The sink is not latency-bound (it flushes every second), so a fetch waits up to 1 s for
+# 1 MiB: a few large fetches a second, not one per produced batch (at 10,000 nodes' telemetry
+# the log broker answered each fetch as soon as any batch came, and the sink spent 43 µs of CPU
+# per event). On Tansu the minimum is 1 (`infra.kafka.held_fetch`).
 _FETCH_WAIT_MS = 1000
 _FETCH_MIN_BYTES = 1 << 20
-
-
-def fetch_settings(config: Config) -> dict[str, int]:
-    """The sink consumer's fetch wait and minimum for the broker it reads."""
-    least = 1 if config.broker.engine == "tansu" else _FETCH_MIN_BYTES
-    return {"fetch.wait.max.ms": _FETCH_WAIT_MS, "fetch.min.bytes": least}
 
 
 @dataclass
@@ -154,7 +146,9 @@ class HistorySink:
             self._health.failed("store_unavailable", exc)
             return False
         self._consumer = make_consumer(
-            self.config.kafka, self.group_id, **fetch_settings(self.config)
+            self.config.kafka,
+            self.group_id,
+            **held_fetch(self.config.broker, _FETCH_WAIT_MS, _FETCH_MIN_BYTES),
         )
         self._producer = make_producer(self.config.kafka)
         self._consumer.subscribe(self.topics, on_revoke=self._on_revoke)

@@ -39,7 +39,7 @@ import numpy.typing as npt
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from infra.config import Config
-from infra.kafka import consumer
+from infra.kafka import consumer, held_fetch
 from infra.store.telemetry import TelemetryBatch
 from infra.topics import NODE_TELEMETRY
 from schemas import Codec
@@ -50,6 +50,10 @@ __all__ = ["LaneMessage", "RawBatch", "TelemetryReader"]
 log = logging.getLogger(__name__)
 
 _COMMIT_EVERY_S = 1.0
+# Each fetch is held up to the kafka fetch wait (50 ms) for this much, so at 10,000 nodes the
+# lane fetches a few times per wait instead of once per produced batch; when telemetry is
+# sparse a report waits at most the fetch wait longer (`infra.kafka.held_fetch`)
+_FETCH_MIN_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ class TelemetryReader:
         self, config: Config, codec: Codec, *, max_batch: int = 10_000, in_flight: int = 2
     ) -> None:
         self.kafka = config.kafka
+        self._fetch = held_fetch(config.broker, config.kafka.fetch_wait_ms, _FETCH_MIN_BYTES)
         self.group = f"{config.worker.app_id}-telemetry"
         self.faust_group = config.worker.app_id
         self.lane = TelemetryLane(codec)
@@ -194,7 +199,9 @@ class TelemetryReader:
         while not self._stop.is_set():
             try:
                 if c is None:
-                    c = consumer(self.kafka, self.group, **{"enable.partition.eof": False})
+                    c = consumer(
+                        self.kafka, self.group, **self._fetch, **{"enable.partition.eof": False}
+                    )
                 self._reassign(c)
                 if time.monotonic() - last_commit >= _COMMIT_EVERY_S:
                     self._watermarks(c)  # first: a replaced log must not get old offsets

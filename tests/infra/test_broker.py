@@ -14,7 +14,14 @@ import pytest
 from infra.broker import EmbeddedBroker, free_port, resolve_broker_binary
 from infra.config import BrokerConfig, Config
 from infra.errors import BrokerError
-from infra.kafka import admin, ensure_topics, producer, topic_config, topic_offsets
+from infra.kafka import (
+    admin,
+    ensure_topics,
+    held_fetch,
+    producer,
+    topic_config,
+    topic_offsets,
+)
 from infra.topics import JOBS_SUBMITTED, NODE_INVENTORY, TOPICS, TopicSpec
 
 pytestmark = pytest.mark.integration
@@ -209,3 +216,10 @@ def test_topic_offsets_counts_records_in_multi_record_batches(config: Config, un
     # two records per partition in one batch: Tansu 0.6 reports high watermark 1, not 2
     produce(config, topic, 8, batch=True)
     assert topic_offsets(config.kafka, [topic]) == {topic: 8}
+
+
+def test_a_held_fetch_asks_for_its_minimum_except_on_tansu() -> None:
+    # the log broker and Kafka hold a fetch for its minimum; Tansu relists while it holds one
+    logbroker = held_fetch(BrokerConfig(engine="logbroker"), 1000, 1 << 20)
+    assert logbroker == {"fetch.wait.max.ms": 1000, "fetch.min.bytes": 1 << 20}
+    assert held_fetch(BrokerConfig(engine="tansu"), 50, 1 << 16)["fetch.min.bytes"] == 1
