@@ -115,7 +115,10 @@ class TelemetryReader:
         self, config: Config, codec: Codec, *, max_batch: int = 10_000, in_flight: int = 2
     ) -> None:
         self.kafka = config.kafka
-        self._fetch = held_fetch(config.broker, config.kafka.fetch_wait_ms, _FETCH_MIN_BYTES)
+        self._settings = {
+            **held_fetch(config.broker, config.kafka.fetch_wait_ms, _FETCH_MIN_BYTES),
+            "enable.partition.eof": False,
+        }
         self.group = f"{config.worker.app_id}-telemetry"
         self.faust_group = config.worker.app_id
         self.lane = TelemetryLane(codec)
@@ -199,9 +202,7 @@ class TelemetryReader:
         while not self._stop.is_set():
             try:
                 if c is None:
-                    c = consumer(
-                        self.kafka, self.group, **self._fetch, **{"enable.partition.eof": False}
-                    )
+                    c = consumer(self.kafka, self.group, **self._settings)
                 self._reassign(c)
                 if time.monotonic() - last_commit >= _COMMIT_EVERY_S:
                     self._watermarks(c)  # first: a replaced log must not get old offsets

@@ -101,35 +101,27 @@ class PartitionLog:
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding `offset`, at least one, up to `max_bytes`."""
-        i = self._holding(offset)
-        chunks: list[bytes] = []
-        taken = 0
-        while i < len(self.data):
-            chunk = self.data[i]
-            if chunks and taken + len(chunk) > max_bytes:
-                break
-            chunks.append(chunk)
-            taken += len(chunk)
-            i += 1
-        return b"".join(chunks)
+        first, end, _ = self._span(offset, max_bytes)
+        return b"".join(self.data[first:end])
 
     def pending(self, offset: int, max_bytes: int) -> int:
         """Bytes that `read(offset, max_bytes)` would return, without joining them: what a
         fetch held for its `min_bytes` counts each time the log grows."""
-        taken = 0
-        for i in range(self._holding(offset), len(self.data)):
-            size = len(self.data[i])
+        return self._span(offset, max_bytes)[2]
+
+    def _span(self, offset: int, max_bytes: int) -> tuple[int, int, int]:
+        """The batches a read from `offset` takes (indexes first..end) and their bytes."""
+        first = max(0, bisect_right(self.bases, offset) - 1)
+        while first < len(self.bases) and self.lasts[first] < offset:
+            first += 1  # the batch that held `offset` was compacted away
+        end, taken = first, 0
+        while end < len(self.data):
+            size = len(self.data[end])
             if taken and taken + size > max_bytes:
                 break
             taken += size
-        return taken
-
-    def _holding(self, offset: int) -> int:
-        """Index of the batch that holds `offset`, or of the next one kept."""
-        i = max(0, bisect_right(self.bases, offset) - 1)
-        while i < len(self.bases) and self.lasts[i] < offset:
-            i += 1  # the batch that held `offset` was compacted away
-        return i
+            end += 1
+        return first, end, taken
 
     def offset_for_time(self, timestamp_ms: int) -> int:
         """Base offset of the first batch holding a record at or after `timestamp_ms`."""
