@@ -8,6 +8,9 @@ reason instead of crashing.
 from __future__ import annotations
 
 import math
+import re
+import shlex
+import signal
 import time
 import uuid
 from collections.abc import Mapping
@@ -40,10 +43,19 @@ _INT_FIELDS = (
     "grad_accum_steps",  # issue 13: communication shape
     "micro_batch",  # issue 16: memory model; issue 13: communication shape too
     "seq_len",
+    "retries",  # issue 31: what to run
+    "time_limit_s",
 )
-_FLOAT_FIELDS = ("params_b", "cost_speed_preference", "expected_duration_s", "budget_usd")
+_FLOAT_FIELDS = (
+    "params_b",
+    "cost_speed_preference",
+    "expected_duration_s",
+    "budget_usd",
+    "checkpoint_grace_s",
+)
 _LIST_FIELDS = ("allowed_gpu_models", "allowed_regions")
-_LONG_FIELDS = ("memory_mib", "total_steps", "deferrable_until_ts")  # Avro long; others are int
+# Avro long; the others are int
+_LONG_FIELDS = ("memory_mib", "total_steps", "deferrable_until_ts", "time_limit_s")
 _BOOL_FIELDS = (
     "preemptible",
     "checkpointable",
@@ -54,6 +66,7 @@ _BOOL_FIELDS = (
 # issue 16: memory-model choices, normalised as the scorer does ("zero-3" -> "ZERO3")
 _CHOICES = {"sharding": SHARDINGS, "finetune": FINETUNES, "optimizer": OPTIMIZERS}
 _TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _STAMPED = ("event_id", "ts", "schema", "key_id", "signature")  # set when sent, not by users
 
 
@@ -114,11 +127,62 @@ def _coerce(name: str, value: Any) -> Any:
             return choice(value, _CHOICES[name], name, empty_ok=name == "sharding")
         if name == "software_stack":
             return str(value).strip().lower()
+        if name == "command":
+            return _command(value)
+        if name == "env":
+            return _environment(value)
+        if name == "checkpoint_signal":
+            return _signal_name(value)
     except InvalidSpecError as exc:
         raise JobSpecError(name, str(exc).partition(": ")[2]) from None
     except (TypeError, ValueError):
         raise JobSpecError(name, f"cannot use {_shown(value)}") from None
     return str(value)
+
+
+def _command(value: Any) -> list[str]:
+    """argv as a list, or one string split as a shell would (no shell runs it)."""
+    if isinstance(value, str):
+        return shlex.split(value)
+    if isinstance(value, list | tuple) and all(isinstance(v, str | int | float) for v in value):
+        return [str(v) for v in value]
+    raise ValueError
+
+
+def _environment(value: Any) -> dict[str, str]:
+    """A mapping, or K=V strings (a list, or one string of them separated by commas)."""
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    pairs = value.items() if isinstance(value, Mapping) else (_pair(v) for v in value)
+    out = {}
+    for key, item in pairs:
+        if not isinstance(key, str) or not _ENV_NAME.match(key) or isinstance(item, list | dict):
+            raise ValueError
+        out[key] = "" if item is None else str(item)
+    return out
+
+
+def _pair(text: Any) -> tuple[str, str]:
+    key, sep, item = str(text).partition("=")
+    if not sep:
+        raise ValueError
+    return key.strip(), item
+
+
+def _signal_name(value: Any) -> str:
+    """A signal by name (USR1, SIGUSR1) or number, written as SIGNAME; empty = the default."""
+    text = str(value).strip().upper()
+    if not text:
+        return ""
+    try:
+        sig = (
+            signal.Signals(int(text))
+            if text.isdigit()
+            else signal.Signals[text if text.startswith("SIG") else "SIG" + text]
+        )
+    except (KeyError, ValueError):
+        raise ValueError from None
+    return sig.name
 
 
 def job_problems(job: Mapping[str, Any]) -> list[str]:
@@ -151,7 +215,18 @@ def job_problems(job: Mapping[str, Any]) -> list[str]:
     duration = job.get("expected_duration_s")
     if duration is not None and float(duration) <= 0:
         out.append("expected_duration_s: must be > 0")
-    return out + _memory_and_stack_problems(job)
+    return out + _memory_and_stack_problems(job) + _run_problems(job)
+
+
+def _run_problems(job: Mapping[str, Any]) -> list[str]:
+    """What to run (issue 31): limits that cannot be negative, a workdir without a command."""
+    out = []
+    for name in ("time_limit_s", "retries", "checkpoint_grace_s"):
+        if float(job.get(name) or 0) < 0:
+            out.append(f"{name}: must be >= 0")
+    if job.get("workdir") and not job.get("command"):
+        out.append("workdir: a job without a command runs nothing there")
+    return out
 
 
 def _memory_and_stack_problems(job: Mapping[str, Any]) -> list[str]:

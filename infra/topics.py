@@ -20,7 +20,9 @@ __all__ = [
     "DECISIONS_PREEMPTION",
     "FORECASTS_DEMAND",
     "GRID_SIGNALS",
+    "JOBS_CANCEL",
     "JOBS_EVENTS",
+    "JOBS_LOGS",
     "JOBS_ROUTED",
     "JOBS_SUBMITTED",
     "LINK_TELEMETRY",
@@ -62,6 +64,9 @@ DECISIONS_ADVISORY = "gpuflow.decisions.advisory"
 FORECASTS_DEMAND = "gpuflow.forecasts.demand"
 DEADLETTER = "gpuflow.deadletter"
 REPLAN_TICKS = "gpuflow.replan.ticks"  # the scheduler's timer, per region (control)
+JOBS_CANCEL = "gpuflow.jobs.cancel"  # users' cancel requests, keyed by job id
+JOBS_LOGS = "gpuflow.jobs.logs"  # jobs' output, chunked by their executors, keyed by job id
+_LOG_RETENTION_MS = 7 * 24 * 3600 * 1000  # a job's output is readable for a week
 
 TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(NODE_INVENTORY, "NodeInventory", compacted=True, region_keyed=True),
@@ -83,6 +88,8 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(FORECASTS_DEMAND, "DemandForecast"),
     TopicSpec(DEADLETTER, "DeadLetter"),
     TopicSpec(REPLAN_TICKS, "ReplanTick", region_keyed=True, history=False),
+    TopicSpec(JOBS_CANCEL, "CancelRequest", history=False),
+    TopicSpec(JOBS_LOGS, "JobLog", retention_ms=_LOG_RETENTION_MS, history=False),
 )
 
 _BY_EVENT = {t.event: t.name for t in TOPICS}

@@ -57,6 +57,8 @@ EVENT_NAMES: tuple[str, ...] = (
     "DemandForecast",
     "DeadLetter",
     "ReplanTick",
+    "CancelRequest",
+    "JobLog",
 )
 
 _EMPTY = 0xC15D213AA4D7A795  # CRC-64-AVRO seed, from the Avro specification

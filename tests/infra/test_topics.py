@@ -31,6 +31,8 @@ DESIGN_TOPICS = {
     # beyond the DESIGN's table: proactive protection (docs/tenancy.md)
     "gpuflow.decisions.advisory": "NodeAdvisory",
     "gpuflow.replan.ticks": "ReplanTick",  # control: the scheduler's timer, per region
+    "gpuflow.jobs.cancel": "CancelRequest",  # issue 31: the execution layer
+    "gpuflow.jobs.logs": "JobLog",
 }
 # Region-scoped topics share a partition per region so one worker owns a region (co-partitioning).
 REGION_KEYED = {
