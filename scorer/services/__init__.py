@@ -1,0 +1,47 @@
+"""Inference services: the spec, what one replica serves at the SLO (M/M/c), the replicas a
+rate and a forecast need, the scale-out tiers under the spread rule, and the seasonal forecast.
+Pure: numpy and domain types only (docs/services.md)."""
+
+from __future__ import annotations
+
+from scorer.services.errors import ServiceSpecError
+from scorer.services.policy import (
+    Action,
+    Decision,
+    ScaleState,
+    decide,
+    hpa_desired,
+    replica_capacity_rps,
+    replicas_for,
+    service_ms_on,
+)
+from scorer.services.queueing import capacity_at_slo, erlang_c, p99_ms, p99_ms_many
+from scorer.services.seasonal import seasonal_peak
+from scorer.services.spec import ServiceSpec, parse_service, replica_job
+from scorer.services.tiers import Grant, Tier, ZoneRoom, plan_scale_in, plan_scale_out, zone_cap
+
+__all__ = [
+    "Action",
+    "Decision",
+    "Grant",
+    "ScaleState",
+    "ServiceSpec",
+    "ServiceSpecError",
+    "Tier",
+    "ZoneRoom",
+    "capacity_at_slo",
+    "decide",
+    "erlang_c",
+    "hpa_desired",
+    "p99_ms",
+    "p99_ms_many",
+    "parse_service",
+    "plan_scale_in",
+    "plan_scale_out",
+    "replica_capacity_rps",
+    "replica_job",
+    "replicas_for",
+    "seasonal_peak",
+    "service_ms_on",
+    "zone_cap",
+]

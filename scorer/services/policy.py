@@ -1,0 +1,111 @@
+"""How many replicas a service needs: from the observed rate, the forecast and what one replica
+serves at the SLO; when to scale in (hysteresis, never below the forecast's need); and the
+reactive baseline (an HPA: target utilisation, the last window's rate, no forecast)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from scorer.catalog import Catalog, default_catalog
+from scorer.services.queueing import capacity_at_slo
+from scorer.services.spec import ServiceSpec
+
+__all__ = [
+    "Action",
+    "Decision",
+    "ScaleState",
+    "decide",
+    "hpa_desired",
+    "replica_capacity_rps",
+    "replicas_for",
+    "service_ms_on",
+]
+
+
+class Action(Enum):
+    HOLD = "HOLD"
+    SCALE_OUT = "SCALE_OUT"
+    SCALE_IN = "SCALE_IN"
+
+
+@dataclass(frozen=True)
+class ScaleState:
+    """What the autoscaler remembers of a service: replicas it has (serving or on their way)
+    and since when the need has stayed below them (None: it has not)."""
+
+    replicas: int
+    low_since_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    target: int  # replicas wanted after this decision
+    need_observed: int  # replicas the observed rate alone needs
+    need_forecast: int  # replicas the forecast's peak over the horizon needs
+    reason: str
+
+
+def service_ms_on(spec: ServiceSpec, model: str, catalog: Catalog | None = None) -> float:
+    """Mean slot time on `model`: `service_ms` scaled by the roofline (decode is bound by
+    memory bandwidth, so time goes as 1 / HBM GB/s)."""
+    catalog = catalog or default_catalog()
+    base = spec.service_ms_on or (spec.gpu_models[0] if spec.gpu_models else model)
+    here, there = catalog.get(model), catalog.get(base)
+    if here is None or there is None or here.memory_bandwidth_gbs <= 0:
+        return spec.service_ms
+    return spec.service_ms * there.memory_bandwidth_gbs / here.memory_bandwidth_gbs
+
+
+def replica_capacity_rps(spec: ServiceSpec, model: str, catalog: Catalog | None = None) -> float:
+    """Requests/s one replica on `model` serves within the SLO: given in the file, else from
+    the queueing model of one replica alone (cautious: a pool of them does better)."""
+    given = spec.capacity_rps.get(model)
+    if given is not None:
+        return given
+    return capacity_at_slo(spec.batch, service_ms_on(spec, model, catalog), spec.slo_p99_ms)
+
+
+def replicas_for(rate_rps: float, capacity_rps: float, spec: ServiceSpec) -> int:
+    """Replicas for `rate_rps` at `capacity_rps` each, within [min_replicas, max_replicas]."""
+    wanted = math.ceil(max(0.0, rate_rps) / capacity_rps - 1e-9) if capacity_rps > 0 else 0
+    return max(spec.min_replicas, min(spec.max_replicas, wanted))
+
+
+def decide(
+    spec: ServiceSpec,
+    capacity_rps: float,
+    state: ScaleState,
+    observed_rps: float,
+    forecast_peak_rps: float,
+    now_s: float,
+) -> tuple[Decision, ScaleState]:
+    """Scale out at once to what the larger of the observed rate and the forecast's peak needs;
+    scale in only after the need has stayed below the replicas for `scale_in_after_s`, and then
+    to that need (so never below the forecast's)."""
+    by_load = replicas_for(observed_rps, capacity_rps, spec)
+    by_forecast = replicas_for(forecast_peak_rps, capacity_rps, spec)
+    need = max(by_load, by_forecast)
+    why = f"observed {observed_rps:.1f} rps -> {by_load}, forecast {forecast_peak_rps:.1f} rps -> {by_forecast}"
+    if need > state.replicas:
+        decision = Decision(Action.SCALE_OUT, need, by_load, by_forecast, why)
+        return decision, ScaleState(need, None)
+    if need == state.replicas:
+        return Decision(Action.HOLD, need, by_load, by_forecast, why), ScaleState(need, None)
+    since = state.low_since_s if state.low_since_s is not None else now_s
+    if now_s - since >= spec.scale_in_after_s:
+        decision = Decision(Action.SCALE_IN, need, by_load, by_forecast, why)
+        return decision, ScaleState(need, None)
+    waited = f"{why}; below {state.replicas} for {now_s - since:.0f} of {spec.scale_in_after_s:.0f} s"
+    hold = Decision(Action.HOLD, state.replicas, by_load, by_forecast, waited)
+    return hold, replace(state, low_since_s=since)
+
+
+def hpa_desired(
+    spec: ServiceSpec, window_rps: float, replica_max_rps: float, target_utilisation: float = 0.7
+) -> int:
+    """The HPA's rule on the window's rate: utilisation = rate / (replicas x what one replica
+    can serve at saturation); desired = ceil(rate / (target x per-replica saturation))."""
+    return replicas_for(window_rps, target_utilisation * replica_max_rps, spec)
