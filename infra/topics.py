@@ -30,6 +30,9 @@ __all__ = [
     "NODE_TELEMETRY",
     "REGION_STATE",
     "REPLAN_TICKS",
+    "SERVICES_LOAD",
+    "SERVICES_SCALING",
+    "SERVICES_SPECS",
     "TOPICS",
     "RegionPartitioner",
     "TopicSpec",
@@ -66,6 +69,9 @@ DEADLETTER = "gpuflow.deadletter"
 REPLAN_TICKS = "gpuflow.replan.ticks"  # the scheduler's timer, per region (control)
 JOBS_CANCEL = "gpuflow.jobs.cancel"  # users' cancel requests, keyed by job id
 JOBS_LOGS = "gpuflow.jobs.logs"  # jobs' output, chunked by their executors, keyed by job id
+SERVICES_SPECS = "gpuflow.services.specs"  # issue 33: services, keyed by name (compacted)
+SERVICES_LOAD = "gpuflow.services.load"  # observed request rates, keyed by service
+SERVICES_SCALING = "gpuflow.decisions.scaling"  # the autoscaler's decisions, keyed by service
 _LOG_RETENTION_MS = 7 * 24 * 3600 * 1000  # a job's output is readable for a week
 
 TOPICS: tuple[TopicSpec, ...] = (
@@ -90,6 +96,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(REPLAN_TICKS, "ReplanTick", region_keyed=True, history=False),
     TopicSpec(JOBS_CANCEL, "CancelRequest", history=False),
     TopicSpec(JOBS_LOGS, "JobLog", retention_ms=_LOG_RETENTION_MS, history=False),
+    TopicSpec(SERVICES_SPECS, "ServiceSpec", compacted=True, history=False),
+    TopicSpec(SERVICES_LOAD, "ServiceLoad", history=False),
+    TopicSpec(SERVICES_SCALING, "ScalingDecision", history=False),
 )
 
 _BY_EVENT = {t.event: t.name for t in TOPICS}

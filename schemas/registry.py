@@ -59,6 +59,9 @@ EVENT_NAMES: tuple[str, ...] = (
     "ReplanTick",
     "CancelRequest",
     "JobLog",
+    "ServiceSpec",
+    "ServiceLoad",
+    "ScalingDecision",
 )
 
 _EMPTY = 0xC15D213AA4D7A795  # CRC-64-AVRO seed, from the Avro specification

@@ -32,7 +32,7 @@ class Scaler(Protocol):
     keeps_warm: bool
 
     def target(
-        self, spec: ServiceSpec, capacity_rps: float, minute: int, history: NDArray[np.float64]
+        self, spec: ServiceSpec, pool: NDArray[np.float64], minute: int, history: NDArray[np.float64]
     ) -> tuple[int, str]: ...
 
 
@@ -44,13 +44,13 @@ class GpuflowScaler:
     _states: dict[str, ScaleState] = field(default_factory=dict)
 
     def target(
-        self, spec: ServiceSpec, capacity_rps: float, minute: int, history: NDArray[np.float64]
+        self, spec: ServiceSpec, pool: NDArray[np.float64], minute: int, history: NDArray[np.float64]
     ) -> tuple[int, str]:
         observed = float(history[-1]) if len(history) else 0.0
         peak = seasonal_peak(history, self.horizon_min) if len(history) else 0.0
         state = self._states.get(spec.name, ScaleState(spec.min_replicas))
         decision, self._states[spec.name] = decide(
-            spec, capacity_rps, state, observed, peak, minute * 60.0
+            spec, pool, state, observed, peak, minute * 60.0
         )
         return decision.target, decision.reason
 
@@ -64,10 +64,10 @@ class StaticPeakScaler:
     keeps_warm: bool = False
 
     def target(
-        self, spec: ServiceSpec, capacity_rps: float, minute: int, history: NDArray[np.float64]
+        self, spec: ServiceSpec, pool: NDArray[np.float64], minute: int, history: NDArray[np.float64]
     ) -> tuple[int, str]:
         peak = self.peak_rps[spec.name]
-        return replicas_for(peak, capacity_rps, spec), f"static for peak {peak:.1f} rps"
+        return replicas_for(peak, pool, spec), f"static for peak {peak:.1f} rps"
 
 
 @dataclass
@@ -80,7 +80,7 @@ class ReactiveScaler:
     keeps_warm: bool = False
 
     def target(
-        self, spec: ServiceSpec, capacity_rps: float, minute: int, history: NDArray[np.float64]
+        self, spec: ServiceSpec, pool: NDArray[np.float64], minute: int, history: NDArray[np.float64]
     ) -> tuple[int, str]:
         window = float(history[-1]) if len(history) else 0.0
         top = self.replica_max_rps[spec.name]

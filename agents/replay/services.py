@@ -21,7 +21,7 @@ from scorer.services import (
     p99_ms_many,
     plan_scale_in,
     plan_scale_out,
-    replica_capacity_rps,
+    pool_capacity,
     service_ms_on,
 )
 
@@ -69,7 +69,7 @@ def service_zones(spec: ServiceSpec, zones: Sequence[FleetZone]) -> list[FleetZo
 class _Run:
     spec: ServiceSpec
     zones: list[FleetZone]
-    capacity_rps: float
+    pool: NDArray[np.float64]  # requests/s n replicas serve within the SLO
     replicas: list[_Replica] = field(default_factory=list)
     starts: dict[str, int] = field(default_factory=lambda: {t.value: 0 for t in Tier})
     refills: int = 0
@@ -149,7 +149,7 @@ def _refill(run: _Run, fleet: ServiceFleet, minute: int) -> None:
 
 
 def _step(run: _Run, fleet: ServiceFleet, scaler: Scaler, rates: NDArray[np.float64], t: int) -> None:
-    target, _ = scaler.target(run.spec, run.capacity_rps, t, rates[:t])
+    target, _ = scaler.target(run.spec, run.pool, t, rates[:t])
     active = sum(not r.warm for r in run.replicas)
     degraded = False
     if target > active:
@@ -212,8 +212,8 @@ def replay_services(
         allowed = service_zones(spec, zones)
         if not allowed:
             raise ValueError(f"service {spec.name}: no zone of the fleet fits its regions/models")
-        cap = min(replica_capacity_rps(spec, z.gpu_model) for z in allowed)
-        runs.append(_Run(spec, allowed, cap))
+        pools = [pool_capacity(spec, z.gpu_model) for z in allowed]
+        runs.append(_Run(spec, allowed, np.min(np.stack(pools), axis=0)))
     training = 0.0
     for t in range(minutes):
         for run in runs:

@@ -11,11 +11,18 @@ from scorer.services.policy import (
     ScaleState,
     decide,
     hpa_desired,
+    pool_capacity,
     replica_capacity_rps,
     replicas_for,
     service_ms_on,
 )
-from scorer.services.queueing import capacity_at_slo, erlang_c, p99_ms, p99_ms_many
+from scorer.services.queueing import (
+    capacity_at_slo,
+    erlang_c,
+    p99_ms,
+    p99_ms_many,
+    pool_capacity_rps,
+)
 from scorer.services.seasonal import seasonal_peak
 from scorer.services.spec import ServiceSpec, parse_service, replica_job
 from scorer.services.tiers import Grant, Tier, ZoneRoom, plan_scale_in, plan_scale_out, zone_cap
@@ -38,6 +45,8 @@ __all__ = [
     "parse_service",
     "plan_scale_in",
     "plan_scale_out",
+    "pool_capacity",
+    "pool_capacity_rps",
     "replica_capacity_rps",
     "replica_job",
     "replicas_for",

@@ -8,8 +8,11 @@ import math
 from dataclasses import dataclass, replace
 from enum import Enum
 
+import numpy as np
+from numpy.typing import NDArray
+
 from scorer.catalog import Catalog, default_catalog
-from scorer.services.queueing import capacity_at_slo
+from scorer.services.queueing import capacity_at_slo, pool_capacity_rps
 from scorer.services.spec import ServiceSpec
 
 __all__ = [
@@ -18,6 +21,7 @@ __all__ = [
     "ScaleState",
     "decide",
     "hpa_desired",
+    "pool_capacity",
     "replica_capacity_rps",
     "replicas_for",
     "service_ms_on",
@@ -68,25 +72,38 @@ def replica_capacity_rps(spec: ServiceSpec, model: str, catalog: Catalog | None 
     return capacity_at_slo(spec.batch, service_ms_on(spec, model, catalog), spec.slo_p99_ms)
 
 
-def replicas_for(rate_rps: float, capacity_rps: float, spec: ServiceSpec) -> int:
-    """Replicas for `rate_rps` at `capacity_rps` each, within [min_replicas, max_replicas]."""
-    wanted = math.ceil(max(0.0, rate_rps) / capacity_rps - 1e-9) if capacity_rps > 0 else 0
-    return max(spec.min_replicas, min(spec.max_replicas, wanted))
+def pool_capacity(spec: ServiceSpec, model: str, catalog: Catalog | None = None) -> NDArray[np.float64]:
+    """Requests/s n replicas on `model` serve within the SLO, n = 0..max_replicas: n x the
+    file's per-replica figure when it gives one, else the M/M/c pool (pooling helps)."""
+    given = spec.capacity_rps.get(model)
+    if given is not None:
+        return np.arange(spec.max_replicas + 1) * given
+    slot_ms = service_ms_on(spec, model, catalog)
+    return pool_capacity_rps(spec.batch, slot_ms, spec.slo_p99_ms, spec.max_replicas)
+
+
+def replicas_for(rate_rps: float, pool: NDArray[np.float64], spec: ServiceSpec) -> int:
+    """Fewest replicas whose pool capacity covers `rate_rps`, within [min, max]_replicas."""
+    top = min(spec.max_replicas, len(pool) - 1)
+    wanted = int(np.searchsorted(pool[: top + 1], max(0.0, rate_rps) - 1e-9, side="left"))
+    return max(spec.min_replicas, min(top, wanted))
 
 
 def decide(
     spec: ServiceSpec,
-    capacity_rps: float,
+    pool: NDArray[np.float64],
     state: ScaleState,
     observed_rps: float,
     forecast_peak_rps: float,
     now_s: float,
 ) -> tuple[Decision, ScaleState]:
-    """Scale out at once to what the larger of the observed rate and the forecast's peak needs;
-    scale in only after the need has stayed below the replicas for `scale_in_after_s`, and then
-    to that need (so never below the forecast's)."""
-    by_load = replicas_for(observed_rps, capacity_rps, spec)
-    by_forecast = replicas_for(forecast_peak_rps, capacity_rps, spec)
+    """Scale out at once to what the larger of the observed rate and the forecast's peak needs
+    (each x (1 + headroom): the rate moves before the next look); scale in only after the need
+    has stayed below the replicas for `scale_in_after_s`, and then to that need (so never below
+    the forecast's)."""
+    margin = 1.0 + spec.headroom
+    by_load = replicas_for(observed_rps * margin, pool, spec)
+    by_forecast = replicas_for(forecast_peak_rps * margin, pool, spec)
     need = max(by_load, by_forecast)
     why = f"observed {observed_rps:.1f} rps -> {by_load}, forecast {forecast_peak_rps:.1f} rps -> {by_forecast}"
     if need > state.replicas:
@@ -108,4 +125,6 @@ def hpa_desired(
 ) -> int:
     """The HPA's rule on the window's rate: utilisation = rate / (replicas x what one replica
     can serve at saturation); desired = ceil(rate / (target x per-replica saturation))."""
-    return replicas_for(window_rps, target_utilisation * replica_max_rps, spec)
+    per = target_utilisation * replica_max_rps
+    wanted = math.ceil(max(0.0, window_rps) / per - 1e-9) if per > 0 else spec.max_replicas
+    return max(spec.min_replicas, min(spec.max_replicas, wanted))

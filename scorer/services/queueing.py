@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["capacity_at_slo", "erlang_c", "p99_ms", "p99_ms_many"]
+__all__ = ["capacity_at_slo", "erlang_c", "p99_ms", "p99_ms_many", "pool_capacity_rps"]
 
 _QUANTILE = 0.99
 _STEPS = 60  # bisection halvings: the bracket shrinks by 2**-60
@@ -88,3 +88,20 @@ def capacity_at_slo(slots: int, service_ms: float, slo_ms: float, replicas: int 
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if p99_ms(mid, servers, service_ms) <= slo_ms else (lo, mid)
     return lo / replicas
+
+
+def pool_capacity_rps(
+    slots: int, service_ms: float, slo_ms: float, max_replicas: int
+) -> NDArray[np.float64]:
+    """Requests/s n replicas serve together with p99 <= slo_ms, for n = 0..max_replicas
+    (bisection on the rate for every n at once; pooling makes it more than n x one's)."""
+    n = np.arange(max_replicas + 1)
+    servers = n * slots
+    top = servers * 1000.0 / service_ms
+    lo, hi = np.zeros(len(n)), top.astype(np.float64)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        ok = p99_ms_many(np.maximum(mid, 1e-12), np.maximum(servers, 1), service_ms) <= slo_ms
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    lo[0] = 0.0
+    return np.asarray(lo)

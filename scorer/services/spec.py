@@ -34,6 +34,7 @@ _FLOATS = {  # field: (default, lowest, highest)
     "slo_p99_ms": (230.0, 1.0, 600_000.0),
     "service_ms": (40.0, 0.1, 600_000.0),
     "max_zone_share": (0.5, 0.01, 1.0),
+    "headroom": (0.15, 0.0, 2.0),
     "scale_in_after_s": (600.0, 0.0, 86_400.0),
     "model_load_s": (90.0, 0.0, 3_600.0),
     "cold_start_s": (240.0, 0.0, 7_200.0),
@@ -68,6 +69,7 @@ class ServiceSpec:
     regions: tuple[str, ...] = ()
     zones: tuple[str, ...] = ()  # () = every zone of `regions`
     max_zone_share: float = 0.5  # no zone holds more than this share of the replicas
+    headroom: float = 0.15  # plan for rate x (1 + headroom): it moves before the next look
     warm_pool: int = 1  # loaded standby replicas kept beside the serving ones
     scale_in_after_s: float = 600.0  # hysteresis: need below the replicas this long first
     model_load_s: float = 90.0  # free GPU -> serving (neighbouring region or own zone)

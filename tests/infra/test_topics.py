@@ -33,6 +33,9 @@ DESIGN_TOPICS = {
     "gpuflow.replan.ticks": "ReplanTick",  # control: the scheduler's timer, per region
     "gpuflow.jobs.cancel": "CancelRequest",  # issue 31: the execution layer
     "gpuflow.jobs.logs": "JobLog",
+    "gpuflow.services.specs": "ServiceSpec",  # issue 33: inference services
+    "gpuflow.services.load": "ServiceLoad",
+    "gpuflow.decisions.scaling": "ScalingDecision",
 }
 # Region-scoped topics share a partition per region so one worker owns a region (co-partitioning).
 REGION_KEYED = {
@@ -64,8 +67,9 @@ def test_unknown_event_has_no_topic() -> None:
         topic_for_event("Nope")
 
 
-def test_only_inventory_is_compacted() -> None:
-    assert [t.name for t in TOPICS if t.compacted] == ["gpuflow.node.inventory"]
+def test_only_inventory_and_services_are_compacted() -> None:
+    compacted = [t.name for t in TOPICS if t.compacted]
+    assert compacted == ["gpuflow.node.inventory", "gpuflow.services.specs"]
 
 
 def test_region_keyed_topics() -> None:
