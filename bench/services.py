@@ -5,7 +5,7 @@ provisioning and a reactive HPA-like autoscaler, on seeded weeks of per-minute l
 
 Four services (examples/services/*.yaml), a week of per-minute rates each (daily and weekly
 shape, noise, flash bursts; one day before it as history, simulated, not scored), six zones of
-64 H100 in three regions with training wanting ~80 % of them. Per seed and scaler: minutes
+128 H100 in three regions with training wanting ~80 % of them. Per seed and scaler: minutes
 within SLO (p99 of an M/M/c queue of the serving replicas), GPU-hours (serving, loading and
 standby replicas), utilisation of the serving replicas, starts by tier, the fleet share left to
 training. Targets (issue 33): >= 99 % of minutes within SLO; GPU-hours <= 0.8 x static peak;
@@ -40,13 +40,13 @@ from scorer.services import ServiceSpec, parse_service  # noqa: E402
 
 DAY = 1440
 SHAPES = {
-    "chat": RequestShape(1600.0, trough=0.25, phase_min=0),
-    "code": RequestShape(1100.0, trough=0.15, weekend=0.4, phase_min=60),
-    "embed": RequestShape(9000.0, trough=0.35, weekend=0.8, phase_min=-300),
-    "vision": RequestShape(330.0, trough=0.3, phase_min=-360, bursts_per_day=1.5),
+    "chat": RequestShape(5000.0, trough=0.25, phase_min=0),
+    "code": RequestShape(3300.0, trough=0.15, weekend=0.4, phase_min=60),
+    "embed": RequestShape(27000.0, trough=0.35, weekend=0.8, phase_min=-300),
+    "vision": RequestShape(1000.0, trough=0.3, phase_min=-360, bursts_per_day=1.5),
 }
 FLEET = tuple(
-    FleetZone(region, f"{region}-{z}", "H100", 64, training_share=0.8)
+    FleetZone(region, f"{region}-{z}", "H100", 128, training_share=0.8)
     for region in ("us-east", "us-west", "eu-west")
     for z in ("a", "b")
 )

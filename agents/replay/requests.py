@@ -47,6 +47,16 @@ def _daily(minutes: NDArray[np.float64], trough: float) -> NDArray[np.float64]:
     return np.asarray(trough + (1 - trough) * np.maximum(morning, evening))
 
 
+def _weekly(n: int, weekend: float) -> NDArray[np.float64]:
+    """Weekdays 1, weekend days `weekend`, changing over the three hours around midnight."""
+    days = np.arange(n // DAY + 2)
+    level = np.where(days % 7 >= 5, weekend, 1.0)
+    ramp = 180
+    knots_t = np.concatenate([[d * DAY - ramp / 2, d * DAY + ramp / 2] for d in days])
+    knots_v = np.concatenate([[level[d - 1] if d else level[0], level[d]] for d in days])
+    return np.interp(np.arange(n, dtype=np.float64), knots_t, knots_v)
+
+
 def _bursts(n: int, shape: RequestShape, rng: np.random.Generator) -> NDArray[np.float64]:
     gain = np.ones(n)
     count = rng.poisson(shape.bursts_per_day * n / DAY)
@@ -61,8 +71,7 @@ def _bursts(n: int, shape: RequestShape, rng: np.random.Generator) -> NDArray[np
 
 def _one(n: int, shape: RequestShape, rng: np.random.Generator) -> NDArray[np.float64]:
     minutes = np.arange(n, dtype=np.float64) + shape.phase_min
-    weekday = (np.arange(n) // DAY) % 7
-    week = np.where(weekday >= 5, shape.weekend, 1.0)
+    week = _weekly(n, shape.weekend)
     days = math.ceil(n / DAY) + 1
     level = np.exp(rng.normal(0.0, shape.drift, size=days))
     drift = np.interp(np.arange(n), np.arange(days) * DAY, level)

@@ -17,7 +17,7 @@ from scorer.services import (
     decide,
     hpa_desired,
     replicas_for,
-    seasonal_peak,
+    seasonal_forecast,
 )
 
 __all__ = ["SCALERS", "GpuflowScaler", "ReactiveScaler", "Scaler", "StaticPeakScaler"]
@@ -47,10 +47,11 @@ class GpuflowScaler:
         self, spec: ServiceSpec, pool: NDArray[np.float64], minute: int, history: NDArray[np.float64]
     ) -> tuple[int, str]:
         observed = float(history[-1]) if len(history) else 0.0
-        peak = seasonal_peak(history, self.horizon_min) if len(history) else 0.0
+        previous = float(history[-2]) if len(history) > 1 else None
+        ahead = seasonal_forecast(history, self.horizon_min) if len(history) else [0.0]
         state = self._states.get(spec.name, ScaleState(spec.min_replicas))
         decision, self._states[spec.name] = decide(
-            spec, pool, state, observed, peak, minute * 60.0
+            spec, pool, state, observed, ahead, minute * 60.0, previous
         )
         return decision.target, decision.reason
 

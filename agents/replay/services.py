@@ -23,6 +23,7 @@ from scorer.services import (
     plan_scale_out,
     pool_capacity,
     service_ms_on,
+    warm_target,
 )
 
 __all__ = ["ServiceReport", "replay_services", "service_zones"]
@@ -138,7 +139,8 @@ def _scale_in(run: _Run, fleet: ServiceFleet, remove: int, keep_warm: int) -> No
 
 
 def _refill(run: _Run, fleet: ServiceFleet, minute: int) -> None:
-    missing = run.spec.warm_pool - sum(r.warm for r in run.replicas)
+    active = sum(not r.warm for r in run.replicas)
+    missing = warm_target(run.spec, active) - sum(r.warm for r in run.replicas)
     if missing <= 0:
         return
     grants = plan_scale_out(_rooms(run, fleet, minute, True), missing, missing, 1.0)
@@ -155,7 +157,8 @@ def _step(run: _Run, fleet: ServiceFleet, scaler: Scaler, rates: NDArray[np.floa
     if target > active:
         degraded = _scale_out(run, fleet, target - active, target, t)
     elif target < active:
-        _scale_in(run, fleet, active - target, run.spec.warm_pool if scaler.keeps_warm else 0)
+        keep = warm_target(run.spec, target) if scaler.keeps_warm else 0
+        _scale_in(run, fleet, active - target, keep)
     if scaler.keeps_warm:
         _refill(run, fleet, t)
     serving = [r for r in run.replicas if not r.warm and r.ready_at <= t]

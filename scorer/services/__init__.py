@@ -11,6 +11,7 @@ from scorer.services.policy import (
     ScaleState,
     decide,
     hpa_desired,
+    lead_minutes,
     pool_capacity,
     replica_capacity_rps,
     replicas_for,
@@ -23,8 +24,8 @@ from scorer.services.queueing import (
     p99_ms_many,
     pool_capacity_rps,
 )
-from scorer.services.seasonal import seasonal_peak
-from scorer.services.spec import ServiceSpec, parse_service, replica_job
+from scorer.services.seasonal import seasonal_forecast, seasonal_peak
+from scorer.services.spec import ServiceSpec, parse_service, replica_job, warm_target
 from scorer.services.tiers import Grant, Tier, ZoneRoom, plan_scale_in, plan_scale_out, zone_cap
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "decide",
     "erlang_c",
     "hpa_desired",
+    "lead_minutes",
     "p99_ms",
     "p99_ms_many",
     "parse_service",
@@ -50,7 +52,9 @@ __all__ = [
     "replica_capacity_rps",
     "replica_job",
     "replicas_for",
+    "seasonal_forecast",
     "seasonal_peak",
     "service_ms_on",
+    "warm_target",
     "zone_cap",
 ]

@@ -5,6 +5,7 @@ reactive baseline (an HPA: target utilisation, the last window's rate, no foreca
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -21,6 +22,7 @@ __all__ = [
     "ScaleState",
     "decide",
     "hpa_desired",
+    "lead_minutes",
     "pool_capacity",
     "replica_capacity_rps",
     "replicas_for",
@@ -89,32 +91,46 @@ def replicas_for(rate_rps: float, pool: NDArray[np.float64], spec: ServiceSpec) 
     return max(spec.min_replicas, min(top, wanted))
 
 
+def lead_minutes(spec: ServiceSpec) -> int:
+    """Minutes ahead scale-out must look: the slowest tier's start, plus the minute it lands."""
+    return math.ceil(max(spec.model_load_s, spec.cold_start_s) / 60.0) + 1
+
+
 def decide(
     spec: ServiceSpec,
     pool: NDArray[np.float64],
     state: ScaleState,
     observed_rps: float,
-    forecast_peak_rps: float,
+    forecast_rps: Sequence[float],
     now_s: float,
+    previous_rps: float | None = None,
 ) -> tuple[Decision, ScaleState]:
-    """Scale out at once to what the larger of the observed rate and the forecast's peak needs
-    (each x (1 + headroom): the rate moves before the next look); scale in only after the need
-    has stayed below the replicas for `scale_in_after_s`, and then to that need (so never below
-    the forecast's)."""
+    """Scale out at once to what the observed rate and the forecast's peak over the lead time
+    (`lead_minutes`) need; scale in only after the need has stayed below the replicas for
+    `scale_in_after_s`, and never below what the forecast's peak over its whole horizon needs.
+    Rates are planned at x (1 + headroom): they move before the next look; a rise since the
+    `previous_rps` look is assumed to go on for one more look (a burst's onset)."""
     margin = 1.0 + spec.headroom
-    by_load = replicas_for(observed_rps * margin, pool, spec)
-    by_forecast = replicas_for(forecast_peak_rps * margin, pool, spec)
-    need = max(by_load, by_forecast)
-    why = f"observed {observed_rps:.1f} rps -> {by_load}, forecast {forecast_peak_rps:.1f} rps -> {by_forecast}"
-    if need > state.replicas:
-        decision = Decision(Action.SCALE_OUT, need, by_load, by_forecast, why)
-        return decision, ScaleState(need, None)
-    if need == state.replicas:
-        return Decision(Action.HOLD, need, by_load, by_forecast, why), ScaleState(need, None)
+    ahead = list(forecast_rps) or [0.0]
+    rising = max(0.0, observed_rps - previous_rps) if previous_rps is not None else 0.0
+    by_load = replicas_for((observed_rps + rising) * margin, pool, spec)
+    by_lead = replicas_for(max(ahead[: lead_minutes(spec)]) * margin, pool, spec)
+    by_forecast = replicas_for(max(ahead) * margin, pool, spec)
+    grow, floor = max(by_load, by_lead), max(by_load, by_forecast)
+    why = (
+        f"observed {observed_rps:.1f} rps -> {by_load}, forecast peak {max(ahead):.1f} rps"
+        f" -> {by_forecast} ({by_lead} within the lead time)"
+    )
+    if grow > state.replicas:
+        decision = Decision(Action.SCALE_OUT, grow, by_load, by_forecast, why)
+        return decision, ScaleState(grow, None)
+    if floor >= state.replicas:
+        hold = Decision(Action.HOLD, state.replicas, by_load, by_forecast, why)
+        return hold, ScaleState(state.replicas, None)
     since = state.low_since_s if state.low_since_s is not None else now_s
     if now_s - since >= spec.scale_in_after_s:
-        decision = Decision(Action.SCALE_IN, need, by_load, by_forecast, why)
-        return decision, ScaleState(need, None)
+        decision = Decision(Action.SCALE_IN, floor, by_load, by_forecast, why)
+        return decision, ScaleState(floor, None)
     waited = f"{why}; below {state.replicas} for {now_s - since:.0f} of {spec.scale_in_after_s:.0f} s"
     hold = Decision(Action.HOLD, state.replicas, by_load, by_forecast, waited)
     return hold, replace(state, low_since_s=since)

@@ -7,6 +7,7 @@ inference memory model of `scorer.memory` checks that the model and its KV cache
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from scorer.memory import memory_need_mib
 from scorer.services.errors import ServiceSpecError
 from scorer.types import JobSpec
 
-__all__ = ["PRECISIONS", "ServiceSpec", "parse_service", "replica_job"]
+__all__ = ["PRECISIONS", "ServiceSpec", "parse_service", "replica_job", "warm_target"]
 
 PRECISIONS = ("FP32", "TF32", "BF16", "FP16", "FP8", "INT8")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -35,6 +36,7 @@ _FLOATS = {  # field: (default, lowest, highest)
     "service_ms": (40.0, 0.1, 600_000.0),
     "max_zone_share": (0.5, 0.01, 1.0),
     "headroom": (0.15, 0.0, 2.0),
+    "warm_share": (0.0, 0.0, 2.0),
     "scale_in_after_s": (600.0, 0.0, 86_400.0),
     "model_load_s": (90.0, 0.0, 3_600.0),
     "cold_start_s": (240.0, 0.0, 7_200.0),
@@ -71,6 +73,7 @@ class ServiceSpec:
     max_zone_share: float = 0.5  # no zone holds more than this share of the replicas
     headroom: float = 0.15  # plan for rate x (1 + headroom): it moves before the next look
     warm_pool: int = 1  # loaded standby replicas kept beside the serving ones
+    warm_share: float = 0.0  # ... plus this share of the serving ones (a burst reserve)
     scale_in_after_s: float = 600.0  # hysteresis: need below the replicas this long first
     model_load_s: float = 90.0  # free GPU -> serving (neighbouring region or own zone)
     cold_start_s: float = 240.0  # reclaimed or powered-up GPU -> serving
@@ -209,3 +212,8 @@ def replica_job(spec: ServiceSpec, replica: int = 0) -> JobSpec:
         seq_len=spec.context,
         priority_class="online-inference",
     )
+
+
+def warm_target(spec: ServiceSpec, active: int) -> int:
+    """Standby replicas to keep when `active` replicas serve (or are starting)."""
+    return spec.warm_pool + math.ceil(spec.warm_share * active - 1e-9)
