@@ -26,8 +26,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.replay.requests import RequestShape, generate_requests  # noqa: E402
-from agents.replay.service_fleet import FleetZone  # noqa: E402
+from agents.replay.requests import DEMO_SHAPES, generate_requests  # noqa: E402
+from agents.replay.service_fleet import DEMO_FLEET  # noqa: E402
 from agents.replay.service_scalers import (  # noqa: E402
     GpuflowScaler,
     ReactiveScaler,
@@ -39,19 +39,14 @@ from bench._common import load_average, write_result  # noqa: E402
 from scorer.services import ServiceSpec, parse_service  # noqa: E402
 
 DAY = 1440
-SHAPES = {
-    "chat": RequestShape(5000.0, trough=0.25, phase_min=0),
-    "code": RequestShape(3300.0, trough=0.15, weekend=0.4, phase_min=60),
-    "embed": RequestShape(27000.0, trough=0.35, weekend=0.8, phase_min=-300),
-    "vision": RequestShape(1000.0, trough=0.3, phase_min=-360, bursts_per_day=1.5),
+SHAPES = DEMO_SHAPES
+FLEET = DEMO_FLEET
+TARGETS = {
+    "within_slo": 0.99,
+    "gpu_hours_vs_static": 0.8,
+    "missed_vs_reactive": 0.5,
+    "utilisation": 0.65,
 }
-FLEET = tuple(
-    FleetZone(region, f"{region}-{z}", "H100", 128, training_share=0.8)
-    for region in ("us-east", "us-west", "eu-west")
-    for z in ("a", "b")
-)
-TARGETS = {"within_slo": 0.99, "gpu_hours_vs_static": 0.8, "missed_vs_reactive": 0.5,
-           "utilisation": 0.65}
 
 
 def specs() -> list[ServiceSpec]:
@@ -87,7 +82,9 @@ def _totals(reports: list[ServiceReport], share: float) -> dict[str, Any]:
     }
 
 
-def _judge(ours: dict[str, Any], static: dict[str, Any], reactive: dict[str, Any]) -> dict[str, Any]:
+def _judge(
+    ours: dict[str, Any], static: dict[str, Any], reactive: dict[str, Any]
+) -> dict[str, Any]:
     ratio_gpu = ours["gpu_hours"] / static["gpu_hours"]
     missed_ref = reactive["slo_minutes_missed"]
     ratio_missed = ours["slo_minutes_missed"] / missed_ref if missed_ref else float("inf")

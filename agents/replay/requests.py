@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from agents.replay.csvio import read_rows, to_float, to_int
 from agents.replay.errors import TraceError
 
-__all__ = ["RequestShape", "generate_requests", "read_requests", "write_requests"]
+__all__ = ["DEMO_SHAPES", "RequestShape", "generate_requests", "read_requests", "write_requests"]
 
 DAY = 1440
 
@@ -38,6 +38,15 @@ class RequestShape:
     burst_gain: tuple[float, float] = (1.3, 1.9)  # rate x this at a burst's top
     burst_minutes: tuple[int, int] = (10, 40)  # decay time constant range
     phase_min: int = 0  # shift of the daily shape (a service serving another time zone)
+
+
+# the four example services' traffic (examples/services/*.yaml), as bench/services.py runs them
+DEMO_SHAPES = {
+    "chat": RequestShape(5000.0, trough=0.25, phase_min=0),
+    "code": RequestShape(3300.0, trough=0.15, weekend=0.4, phase_min=60),
+    "embed": RequestShape(27000.0, trough=0.35, weekend=0.8, phase_min=-300),
+    "vision": RequestShape(1000.0, trough=0.3, phase_min=-360, bursts_per_day=1.5),
+}
 
 
 def _daily(minutes: NDArray[np.float64], trough: float) -> NDArray[np.float64]:
@@ -117,5 +126,3 @@ def read_requests(path: Path) -> dict[str, NDArray[np.float64]]:
             raise TraceError(str(path), f"service {name} has {len(by_minute)} of {length} minutes")
         out[name] = np.array([by_minute[m] for m in range(length)])
     return out
-
-

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["FleetZone", "ServiceFleet", "training_demand"]
+from agents.replay.csvio import read_rows, to_float, to_int
+from agents.replay.errors import TraceError
+
+__all__ = ["DEMO_FLEET", "FleetZone", "read_fleet", "ServiceFleet", "training_demand"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,32 @@ class FleetZone:
     gpu_model: str
     gpus: int
     training_share: float = 0.75  # mean share of the zone training wants
+
+
+# three regions of two zones of 128 H100, training wanting ~80 % of them (bench/services.py)
+DEMO_FLEET = tuple(
+    FleetZone(region, f"{region}-{z}", "H100", 128, training_share=0.8)
+    for region in ("us-east", "us-west", "eu-west")
+    for z in ("a", "b")
+)
+
+
+def read_fleet(path: Path) -> tuple[FleetZone, ...]:
+    """zones.csv: region, zone, gpu_model, gpus[, training_share]."""
+    zones = []
+    for row in read_rows(path, ("region", "zone", "gpu_model", "gpus")):
+        gpus = row.required("gpus", to_int)
+        if gpus < 1:
+            raise row.error("gpus", "must be >= 1")
+        share = row.parse("training_share", to_float, 0.75)
+        if not 0 <= share <= 1:
+            raise row.error("training_share", "must be in [0, 1]")
+        zones.append(
+            FleetZone(row.get("region"), row.get("zone"), row.get("gpu_model"), gpus, share)
+        )
+    if not zones:
+        raise TraceError(str(path), "no zones")
+    return tuple(zones)
 
 
 def training_demand(

@@ -32,7 +32,11 @@ class Scaler(Protocol):
     keeps_warm: bool
 
     def target(
-        self, spec: ServiceSpec, pool: NDArray[np.float64], minute: int, history: NDArray[np.float64]
+        self,
+        spec: ServiceSpec,
+        pool: NDArray[np.float64],
+        minute: int,
+        history: NDArray[np.float64],
     ) -> tuple[int, str]: ...
 
 
@@ -44,7 +48,11 @@ class GpuflowScaler:
     _states: dict[str, ScaleState] = field(default_factory=dict)
 
     def target(
-        self, spec: ServiceSpec, pool: NDArray[np.float64], minute: int, history: NDArray[np.float64]
+        self,
+        spec: ServiceSpec,
+        pool: NDArray[np.float64],
+        minute: int,
+        history: NDArray[np.float64],
     ) -> tuple[int, str]:
         observed = float(history[-1]) if len(history) else 0.0
         previous = float(history[-2]) if len(history) > 1 else None
@@ -65,7 +73,11 @@ class StaticPeakScaler:
     keeps_warm: bool = False
 
     def target(
-        self, spec: ServiceSpec, pool: NDArray[np.float64], minute: int, history: NDArray[np.float64]
+        self,
+        spec: ServiceSpec,
+        pool: NDArray[np.float64],
+        minute: int,
+        history: NDArray[np.float64],
     ) -> tuple[int, str]:
         peak = self.peak_rps[spec.name]
         return replicas_for(peak, pool, spec), f"static for peak {peak:.1f} rps"
@@ -81,7 +93,11 @@ class ReactiveScaler:
     keeps_warm: bool = False
 
     def target(
-        self, spec: ServiceSpec, pool: NDArray[np.float64], minute: int, history: NDArray[np.float64]
+        self,
+        spec: ServiceSpec,
+        pool: NDArray[np.float64],
+        minute: int,
+        history: NDArray[np.float64],
     ) -> tuple[int, str]:
         window = float(history[-1]) if len(history) else 0.0
         top = self.replica_max_rps[spec.name]

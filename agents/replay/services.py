@@ -150,7 +150,9 @@ def _refill(run: _Run, fleet: ServiceFleet, minute: int) -> None:
             run.refills += 1
 
 
-def _step(run: _Run, fleet: ServiceFleet, scaler: Scaler, rates: NDArray[np.float64], t: int) -> None:
+def _step(
+    run: _Run, fleet: ServiceFleet, scaler: Scaler, rates: NDArray[np.float64], t: int
+) -> None:
     target, _ = scaler.target(run.spec, run.pool, t, rates[:t])
     active = sum(not r.warm for r in run.replicas)
     degraded = False

@@ -74,7 +74,9 @@ def replica_capacity_rps(spec: ServiceSpec, model: str, catalog: Catalog | None 
     return capacity_at_slo(spec.batch, service_ms_on(spec, model, catalog), spec.slo_p99_ms)
 
 
-def pool_capacity(spec: ServiceSpec, model: str, catalog: Catalog | None = None) -> NDArray[np.float64]:
+def pool_capacity(
+    spec: ServiceSpec, model: str, catalog: Catalog | None = None
+) -> NDArray[np.float64]:
     """Requests/s n replicas on `model` serve within the SLO, n = 0..max_replicas: n x the
     file's per-replica figure when it gives one, else the M/M/c pool (pooling helps)."""
     given = spec.capacity_rps.get(model)
@@ -131,7 +133,9 @@ def decide(
     if now_s - since >= spec.scale_in_after_s:
         decision = Decision(Action.SCALE_IN, floor, by_load, by_forecast, why)
         return decision, ScaleState(floor, None)
-    waited = f"{why}; below {state.replicas} for {now_s - since:.0f} of {spec.scale_in_after_s:.0f} s"
+    waited = (
+        f"{why}; below {state.replicas} for {now_s - since:.0f} of {spec.scale_in_after_s:.0f} s"
+    )
     hold = Decision(Action.HOLD, state.replicas, by_load, by_forecast, waited)
     return hold, replace(state, low_since_s=since)
 

@@ -32,7 +32,9 @@ def seasonal_forecast(
     then = now - season
     base = h[then : then + horizon]
     if len(base) < horizon:
-        base = np.concatenate([base, np.full(horizon - len(base), base[-1] if len(base) else h[-1])])
+        base = np.concatenate(
+            [base, np.full(horizon - len(base), base[-1] if len(base) else h[-1])]
+        )
     before = float(h[then - level_minutes : then].mean())
     recent = float(h[now - level_minutes :].mean())
     ratio = np.clip(recent / before, *_RATIO_BOUNDS) if before > 0 else 1.0

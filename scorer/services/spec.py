@@ -44,7 +44,9 @@ _FLOATS = {  # field: (default, lowest, highest)
 _LISTS = ("command", "regions", "zones", "gpu_models")
 KNOWN_FIELDS = frozenset(
     {"name", "model_family", "precision", "capacity_rps", "service_ms_on", "degrade"}
-    | set(_INTS) | set(_FLOATS) | set(_LISTS)
+    | set(_INTS)
+    | set(_FLOATS)
+    | set(_LISTS)
 )
 DEGRADES = ("SHED", "QUEUE")
 
@@ -175,7 +177,8 @@ def parse_service(doc: Mapping[str, Any], catalog: Catalog | None = None) -> Ser
 def _checked(spec: ServiceSpec, catalog: Catalog) -> ServiceSpec:
     if spec.max_replicas < spec.min_replicas:
         raise ServiceSpecError(
-            "max_replicas", f"must be >= min_replicas ({spec.min_replicas}), got {spec.max_replicas}"
+            "max_replicas",
+            f"must be >= min_replicas ({spec.min_replicas}), got {spec.max_replicas}",
         )
     if not spec.regions:
         raise ServiceSpecError("regions", "name at least one region")

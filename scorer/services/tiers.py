@@ -109,7 +109,10 @@ def _merge(grants: Sequence[Grant]) -> list[Grant]:
     for g in grants:
         total[(g.tier, g.zone)] = total.get((g.tier, g.zone), 0) + g.count
     order = {t: i for i, t in enumerate(Tier)}
-    return [Grant(t, z, n) for (t, z), n in sorted(total.items(), key=lambda i: (order[i[0][0]], i[0][1]))]
+    return [
+        Grant(t, z, n)
+        for (t, z), n in sorted(total.items(), key=lambda i: (order[i[0][0]], i[0][1]))
+    ]
 
 
 def plan_scale_in(replicas: Mapping[str, int], remove: int) -> dict[str, int]:

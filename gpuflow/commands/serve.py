@@ -1,0 +1,239 @@
+"""`gpuflow serve` and `gpuflow services`: declare inference services, replay them on a
+request-rate trace, list them (docs/services.md)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from rich.console import Console
+from rich.table import Table
+
+from agents.replay.errors import TraceError
+from agents.replay.requests import read_requests
+from agents.replay.service_fleet import DEMO_FLEET, read_fleet
+from agents.replay.service_scalers import GpuflowScaler, ReactiveScaler, Scaler, StaticPeakScaler
+from agents.replay.services import ServiceReport, replay_services
+from gpuflow.commands.common import fail, running_config
+from infra.kafka import consumer, producer
+from infra.servicespec import load_service_file, service_record
+from infra.topics import SERVICES_LOAD, SERVICES_SCALING, SERVICES_SPECS
+from schemas import DecodeError, make_codec
+from scorer.services import ServiceSpec, ServiceSpecError, lead_minutes, pool_capacity
+
+__all__ = ["serve", "services"]
+
+_SCALERS = ("gpuflow", "static-peak", "reactive-hpa", "all")
+
+
+def _load(files: list[Path]) -> list[ServiceSpec]:
+    try:
+        specs = [load_service_file(f) for f in files]
+    except ServiceSpecError as exc:
+        raise fail(f"bad service file: {exc}") from None
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise fail(f"bad service files: a name is given twice in {names}")
+    return specs
+
+
+def _check_line(spec: ServiceSpec) -> str:
+    model = spec.gpu_models[0] if spec.gpu_models else (spec.service_ms_on or "H100")
+    pool = pool_capacity(spec, model)
+    one = pool[1] if len(pool) > 1 else 0.0
+    return (
+        f"{spec.name}: {spec.min_replicas}..{spec.max_replicas} replicas of "
+        f"{spec.gpus_per_replica} GPU, p99 <= {spec.slo_p99_ms:g} ms; one replica on {model} "
+        f"serves {one:.1f} rps, {spec.max_replicas} serve {pool[-1]:.1f}; scales out "
+        f"{lead_minutes(spec)} min ahead, in after {spec.scale_in_after_s:g} s"
+    )
+
+
+def _scalers(
+    which: str, specs: list[ServiceSpec], rates: dict[str, Any], warm: int
+) -> list[Scaler]:
+    peak = {s.name: float(rates[s.name][warm:].max()) for s in specs}
+    top = {s.name: s.batch * 1000.0 / s.service_ms for s in specs}
+    every: dict[str, Scaler] = {
+        "gpuflow": GpuflowScaler(),
+        "static-peak": StaticPeakScaler(peak),
+        "reactive-hpa": ReactiveScaler(top),
+    }
+    return list(every.values()) if which == "all" else [every[which]]
+
+
+def _report_table(rows: list[tuple[str, ServiceReport, float]]) -> Table:
+    table = Table(
+        "scaler",
+        "service",
+        "within SLO",
+        "missed",
+        "p99 max",
+        "GPU-h",
+        "util",
+        "starts W/N/C/D",
+        "training",
+        title="service replay",
+    )
+    for scaler, r, share in rows:
+        starts = "/".join(
+            str(r.starts_by_tier[t]) for t in ("WARM", "NEIGHBOUR", "COLD", "DEGRADE")
+        )
+        finite = [p for p in r.p99_ms if p != float("inf")]
+        worst = "inf" if len(finite) < len(r.p99_ms) else f"{max(finite, default=0):.0f} ms"
+        table.add_row(
+            scaler,
+            r.service,
+            f"{r.within_slo:.3%}",
+            str(r.minutes - r.minutes_within_slo),
+            worst,
+            f"{r.gpu_hours:.1f}",
+            f"{r.utilisation:.3f}",
+            starts,
+            f"{share:.3f}",
+        )
+    return table
+
+
+def _replay(
+    specs: list[ServiceSpec], requests: Path, zones: Path | None, which: str, warmup: int, seed: int
+) -> None:
+    try:
+        rates = read_requests(requests)
+        fleet = read_fleet(zones) if zones else DEMO_FLEET
+    except TraceError as exc:
+        raise fail(str(exc)) from None
+    missing = [s.name for s in specs if s.name not in rates]
+    if missing:
+        raise fail(f"{requests}: no rates for service {missing[0]}")
+    if min(len(rates[s.name]) for s in specs) <= warmup:
+        raise fail(f"--warmup {warmup} leaves no minute of {requests} to score")
+    rows = []
+    for scaler in _scalers(which, specs, rates, warmup):
+        try:
+            reports, share = replay_services(specs, rates, fleet, scaler, warmup=warmup, seed=seed)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        rows += [(scaler.name, r, share) for r in reports]
+    Console().print(_report_table(rows))
+
+
+def _publish(specs: list[ServiceSpec], data_dir: Path | None) -> None:
+    config = running_config(data_dir)
+    codec = make_codec(config.kafka.schema_registry_url or None)
+    try:
+        p = producer(config.kafka)
+        for spec in specs:
+            value = codec.encode("ServiceSpec", service_record(spec), topic=SERVICES_SPECS)
+            p.produce(SERVICES_SPECS, key=spec.name.encode(), value=value)
+        if p.flush(10):
+            raise fail("broker did not take the services within 10 s")
+    except KafkaException as exc:
+        raise fail(f"broker error: {exc}") from None
+    for spec in specs:
+        typer.echo(f"service {spec.name} declared on {SERVICES_SPECS}")
+
+
+def serve(
+    files: Annotated[list[Path], typer.Argument(help="Service YAML files.")],
+    check: Annotated[
+        bool, typer.Option(help="Validate and show the sizing; send nothing.")
+    ] = False,
+    requests: Annotated[
+        Path | None, typer.Option(help="Replay on this minute,service,rps trace instead.")
+    ] = None,
+    zones: Annotated[
+        Path | None, typer.Option(help="Replay fleet: zones.csv (default: demo).")
+    ] = None,
+    scaler: Annotated[
+        str, typer.Option(help="Replay: gpuflow, static-peak, reactive-hpa, all.")
+    ] = "all",
+    warmup: Annotated[int, typer.Option(help="Replay: minutes of history, not scored.")] = 1440,
+    seed: Annotated[int, typer.Option(help="Replay: seed of the training load.")] = 0,
+    data_dir: Annotated[Path | None, typer.Option(help="Stack data directory.")] = None,
+) -> None:
+    """Declare services (updating one in place), or check them, or replay them on a trace."""
+    if scaler not in _SCALERS:
+        raise fail(f"--scaler must be one of {', '.join(_SCALERS)}, not {scaler!r}")
+    specs = _load(files)
+    if check:
+        for spec in specs:
+            typer.echo(_check_line(spec))
+    elif requests is not None:
+        _replay(specs, requests, zones, scaler, warmup, seed)
+    else:
+        _publish(specs, data_dir)
+
+
+def _read_topic(config: Any, topic: str, timeout_s: float = 10.0) -> list[tuple[str, dict]]:
+    """Every decodable record of `topic`, oldest first, read to its end."""
+    codec = make_codec(config.kafka.schema_registry_url or None)
+    c = consumer(
+        config.kafka,
+        group_id=f"gpuflow-services-{time.monotonic_ns()}",
+        **{"enable.partition.eof": True},
+    )
+    out: list[tuple[str, dict]] = []
+    try:
+        meta = c.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return out
+        c.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
+        pending, deadline = set(meta.partitions), time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            for msg in c.consume(1000, timeout=0.2):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                    continue
+                try:
+                    _, record = codec.decode(msg.value())
+                except DecodeError:
+                    continue
+                out.append(((msg.key() or b"").decode(), record))
+    except KafkaException as exc:
+        raise fail(f"broker error: {exc}") from None
+    finally:
+        c.close()
+    return out
+
+
+def services(
+    data_dir: Annotated[Path | None, typer.Option(help="Stack data directory.")] = None,
+) -> None:
+    """List declared services with their last observed load and scaling decision."""
+    config = running_config(data_dir)
+    specs: dict[str, dict] = {}
+    for key, record in _read_topic(config, SERVICES_SPECS):
+        specs[key] = record
+    load = dict(_read_topic(config, SERVICES_LOAD))
+    decided = dict(_read_topic(config, SERVICES_SCALING))
+    table = Table(
+        "service",
+        "replicas",
+        "SLO p99",
+        "regions",
+        "load rps",
+        "forecast rps",
+        "last decision",
+        title="services",
+    )
+    for name, spec in sorted(specs.items()):
+        if spec.get("deleted"):
+            continue
+        seen, d = load.get(name), decided.get(name)
+        table.add_row(
+            name,
+            f"{spec['min_replicas']}..{spec['max_replicas']}"
+            + (f" now {d['replicas_after']}" if d else ""),
+            f"{spec['slo_p99_ms']:g} ms",
+            ",".join(spec["regions"]),
+            f"{seen['requests_per_s']:.1f}" if seen else "-",
+            f"{d['forecast_rps']:.1f}" if d else "-",
+            f"{d['action']}: {d['reason']}" if d else "-",
+        )
+    Console().print(table)
