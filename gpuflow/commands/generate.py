@@ -11,11 +11,12 @@ from agents.replay.generate import gavel_cluster, gavel_jobs, write_jobs, write_
 from agents.replay.packing import packing_cluster, packing_jobs
 from agents.replay.trace import TraceJob, TraceNode
 from gpuflow.commands.common import fail
+from gpuflow.commands.requests_gen import write_request_trace
 from scorer import gavel_throughputs
 
 __all__ = ["generate"]
 
-RECIPES = ("gavel", "packing")
+RECIPES = ("gavel", "packing", "requests")
 
 
 def _gavel(
@@ -32,8 +33,13 @@ def _packing(
 
 
 def generate(
-    recipe: Annotated[str, typer.Option(help="gavel (Gavel's cluster and jobs) or packing.")],
-    out: Annotated[Path, typer.Option(help="Directory for nodes.csv and jobs.csv.")],
+    recipe_arg: Annotated[
+        str | None, typer.Argument(metavar="[RECIPE]", help="Same as --recipe.")
+    ] = None,
+    recipe: Annotated[
+        str | None, typer.Option(help="gavel (Gavel's cluster and jobs), packing or requests.")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Directory for the trace files.")] = Path("trace"),
     seed: Annotated[int, typer.Option(help="Random seed (same seed, same trace).")] = 0,
     jobs: Annotated[int, typer.Option(help="gavel: number of jobs.")] = 200,
     lam: Annotated[float, typer.Option(help="Mean seconds between arrivals (0: all at t=0).")] = (
@@ -43,9 +49,19 @@ def generate(
     demand: Annotated[
         float, typer.Option(help="packing: jobs arrive until their GPU demand is this x capacity.")
     ] = 1.5,
+    days: Annotated[float, typer.Option(help="requests: days of per-minute rates.")] = 8.0,
+    service: Annotated[
+        list[str] | None,
+        typer.Option(help="requests: NAME=PEAK_RPS (repeat; default the four example services)."),
+    ] = None,
 ) -> None:
-    """Write a seeded trace: `gavel` (docs/traces.md) or `packing` (FGD-style, for
-    `gpuflow replay --arrivals-only`)."""
+    """Write a seeded trace: `gavel` (docs/traces.md), `packing` (FGD-style, for
+    `gpuflow replay --arrivals-only`) or `requests` (per-minute request rates for
+    `gpuflow serve --requests`, docs/services.md)."""
+    recipe = recipe or recipe_arg
+    if recipe == "requests":
+        write_request_trace(out, days, seed, service or [])
+        return
     if recipe not in RECIPES:
         raise fail(f"--recipe must be one of {', '.join(RECIPES)}, not {recipe!r}")
     if lam < 0 or jobs < 1 or nodes < 1 or demand <= 0:
