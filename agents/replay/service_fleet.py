@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from agents.replay.csvio import read_rows, to_float, to_int
 from agents.replay.errors import TraceError
 
-__all__ = ["DEMO_FLEET", "FleetZone", "read_fleet", "ServiceFleet", "training_demand"]
+__all__ = ["DEMO_FLEET", "FleetZone", "ServiceFleet", "read_fleet", "training_demand"]
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ class GpuflowScaler:
     ) -> tuple[int, str]:
         observed = float(history[-1]) if len(history) else 0.0
         previous = float(history[-2]) if len(history) > 1 else None
-        ahead = seasonal_forecast(history, self.horizon_min) if len(history) else [0.0]
+        ahead = list(seasonal_forecast(history, self.horizon_min)) if len(history) else [0.0]
         state = self._states.get(spec.name, ScaleState(spec.min_replicas))
         decision, self._states[spec.name] = decide(
             spec, pool, state, observed, ahead, minute * 60.0, previous

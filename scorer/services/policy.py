@@ -81,7 +81,7 @@ def pool_capacity(
     file's per-replica figure when it gives one, else the M/M/c pool (pooling helps)."""
     given = spec.capacity_rps.get(model)
     if given is not None:
-        return np.arange(spec.max_replicas + 1) * given
+        return np.arange(spec.max_replicas + 1, dtype=np.float64) * given
     slot_ms = service_ms_on(spec, model, catalog)
     return pool_capacity_rps(spec.batch, slot_ms, spec.slo_p99_ms, spec.max_replicas)
 

@@ -160,6 +160,9 @@ def parse_service(doc: Mapping[str, Any], catalog: Catalog | None = None) -> Ser
         if model not in catalog:
             raise ServiceSpecError("gpu_models", f"unknown GPU model {model!r}")
     lists["gpu_models"] = tuple(catalog.canonical(m) for m in lists["gpu_models"])
+    fields: dict[str, Any] = {n: _int(n, doc.get(n)) for n in _INTS}
+    fields.update({n: _float(n, doc.get(n)) for n in _FLOATS})
+    fields.update(lists)
     spec = ServiceSpec(
         name=name,
         model_family=str(doc.get("model_family") or ""),
@@ -167,9 +170,7 @@ def parse_service(doc: Mapping[str, Any], catalog: Catalog | None = None) -> Ser
         degrade=_choice("degrade", doc.get("degrade"), DEGRADES, "SHED"),
         capacity_rps=_capacity(doc.get("capacity_rps"), catalog),
         service_ms_on=str(doc.get("service_ms_on") or ""),
-        **{n: _int(n, doc.get(n)) for n in _INTS},
-        **{n: _float(n, doc.get(n)) for n in _FLOATS},
-        **lists,
+        **fields,
     )
     return _checked(spec, catalog)
 

@@ -67,7 +67,9 @@ def test_gpuflow_holds_the_slo_with_fewer_gpus_than_static_peak() -> None:
     peak = {"svc": float(rates["svc"][1440:].max())}
     (ours,), share = replay_services([SPEC], rates, ZONES, GpuflowScaler(), warmup=1440)
     (static,), _ = replay_services([SPEC], rates, ZONES, StaticPeakScaler(peak), warmup=1440)
-    (reactive,), _ = replay_services([SPEC], rates, ZONES, ReactiveScaler({"svc": 200.0}), warmup=1440)
+    (reactive,), _ = replay_services(
+        [SPEC], rates, ZONES, ReactiveScaler({"svc": 200.0}), warmup=1440
+    )
     assert static.minutes_within_slo == static.minutes == 1440  # sized for the peak minute
     assert ours.within_slo >= 0.99
     assert ours.gpu_hours < static.gpu_hours

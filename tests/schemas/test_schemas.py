@@ -80,7 +80,9 @@ def kind_of(avro_type: Any) -> str:
 
 def test_one_file_per_event() -> None:
     assert set(SOURCES) == set(EVENT_NAMES)
-    assert len(EVENT_NAMES) == len(set(EVENT_NAMES)) == 21  # DESIGN's 14, four more, three for services
+    assert (
+        len(EVENT_NAMES) == len(set(EVENT_NAMES)) == 21
+    )  # DESIGN's 14, four more, three for services
     assert set(default_schemas().latest) == set(EVENT_NAMES)
 
 

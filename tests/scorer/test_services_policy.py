@@ -30,11 +30,12 @@ SPEC = parse_service(
         "cold_start_s": 240,
     }
 )
-POOL = np.arange(11) * 100.0
+POOL = np.arange(11, dtype=np.float64) * 100.0
 
 
 @pytest.mark.parametrize(
-    ("rate", "want"), [(0, 1), (100, 1), (101, 2), (950, 10), (5000, 10)]  # min 1, max 10
+    ("rate", "want"),
+    [(0, 1), (100, 1), (101, 2), (950, 10), (5000, 10)],  # min 1, max 10
 )
 def test_replicas_for(rate: float, want: int) -> None:
     assert replicas_for(rate, POOL, SPEC) == want
@@ -88,7 +89,8 @@ def test_a_rise_is_assumed_to_go_on_one_more_look() -> None:
 
 
 @pytest.mark.parametrize(
-    ("rate", "want"), [(0, 1), (139, 1), (141, 2), (700, 5), (10_000, 10)]  # ceil(r / (0.7 x 200))
+    ("rate", "want"),
+    [(0, 1), (139, 1), (141, 2), (700, 5), (10_000, 10)],  # ceil(r / (0.7 x 200))
 )
 def test_hpa_desired(rate: float, want: int) -> None:
     assert hpa_desired(SPEC, rate, replica_max_rps=200.0, target_utilisation=0.7) == want

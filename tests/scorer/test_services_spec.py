@@ -19,7 +19,12 @@ GOOD: dict[str, Any] = {
 
 def test_a_good_file_parses_with_defaults() -> None:
     spec = parse_service(GOOD)
-    assert (spec.name, spec.precision, spec.slo_p99_ms, spec.min_replicas) == ("chat", "FP16", 230, 1)
+    assert (spec.name, spec.precision, spec.slo_p99_ms, spec.min_replicas) == (
+        "chat",
+        "FP16",
+        230,
+        1,
+    )
     assert spec.regions == ("us-east",) and spec.gpu_models == ("H100",)
 
 
@@ -56,7 +61,11 @@ def test_a_bad_field_is_named_in_one_line(change: dict[str, Any], field: str) ->
 
 def test_a_replica_is_an_online_inference_job_never_preempted() -> None:
     job = replica_job(parse_service({**GOOD, "gpus_per_replica": 2, "batch": 16}), 3)
-    assert (job.priority_class, job.preemptible, job.kind) == ("online-inference", False, "INFERENCE")
+    assert (job.priority_class, job.preemptible, job.kind) == (
+        "online-inference",
+        False,
+        "INFERENCE",
+    )
     assert (job.gpu_count, job.tensor_parallel, job.micro_batch) == (2, 2, 16)
     assert job.job_id == "svc-chat-3" and job.allowed_regions == ("us-east",)
 

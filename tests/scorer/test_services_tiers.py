@@ -17,7 +17,11 @@ def test_zone_cap(target: int, share: float, want: int) -> None:
 def test_warm_first_then_free_then_cold() -> None:
     rooms = [ZoneRoom("a", replicas=1, warm=1, free=1, reclaimable=5)]
     grants = plan_scale_out(rooms, add=4, target=5, max_zone_share=1.0)
-    assert grants == [Grant(Tier.WARM, "a", 1), Grant(Tier.NEIGHBOUR, "a", 1), Grant(Tier.COLD, "a", 2)]
+    assert grants == [
+        Grant(Tier.WARM, "a", 1),
+        Grant(Tier.NEIGHBOUR, "a", 1),
+        Grant(Tier.COLD, "a", 2),
+    ]
 
 
 def test_spread_fills_the_fewest_replica_zone_first_within_the_cap() -> None:
