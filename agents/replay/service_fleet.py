@@ -79,9 +79,21 @@ class ServiceFleet:
         self._demand = demand
         self.service_gpus = {z.zone: 0 for z in zones}
         self.training_gpus = {z.zone: 0 for z in zones}
+        self.down: set[str] = set()  # zones lost (their nodes stale): no GPU there counts
 
     def free(self, zone: str) -> int:
+        if zone in self.down:
+            return 0
         return self.zones[zone].gpus - self.service_gpus[zone] - self.training_gpus[zone]
+
+    def lose(self, zone: str) -> None:
+        """The zone's nodes went stale: everything on them is gone."""
+        self.down.add(zone)
+        self.service_gpus[zone] = 0
+        self.training_gpus[zone] = 0
+
+    def restore(self, zone: str) -> None:
+        self.down.discard(zone)
 
     def take_free(self, zone: str, gpus: int) -> None:
         if self.free(zone) < gpus:
@@ -101,6 +113,8 @@ class ServiceFleet:
     def settle_training(self, minute: int) -> None:
         """Training takes what services leave, up to its demand this minute."""
         for name, zone in self.zones.items():
+            if name in self.down:
+                continue
             room = zone.gpus - self.service_gpus[name]
             self.training_gpus[name] = int(min(self._demand[name][minute], room))
 

@@ -47,6 +47,8 @@ class ServiceReport:
     utilisation: float  # requests served / what the serving replicas could serve
     starts_by_tier: Mapping[str, int]
     warm_refills: int
+    lost_replicas: int
+    replica_minutes_by_zone: Mapping[str, int]  # serving replica-minutes per zone, scored
     degraded_minutes: int
     peak_replicas: int
 
@@ -74,6 +76,8 @@ class _Run:
     replicas: list[_Replica] = field(default_factory=list)
     starts: dict[str, int] = field(default_factory=lambda: {t.value: 0 for t in Tier})
     refills: int = 0
+    lost: int = 0  # replicas lost with their zone
+    zone_minutes: list[dict[str, int]] = field(default_factory=list)  # serving, per minute
     serving: list[int] = field(default_factory=list)  # ready serving replicas per minute
     slot_ms: list[float] = field(default_factory=list)  # their mean slot time per minute
     held: list[int] = field(default_factory=list)  # replicas holding GPUs per minute
@@ -83,7 +87,7 @@ class _Run:
 def _rooms(run: _Run, fleet: ServiceFleet, minute: int, warm_only: bool) -> list[ZoneRoom]:
     gpr = run.spec.gpus_per_replica
     rooms = []
-    for z in run.zones:
+    for z in (z for z in run.zones if z.zone not in fleet.down):
         mine = [r for r in run.replicas if r.zone == z.zone]
         rooms.append(
             ZoneRoom(
@@ -167,9 +171,21 @@ def _step(
     models = {z.zone: z.gpu_model for z in run.zones}
     slot = [service_ms_on(run.spec, models[r.zone]) for r in serving]
     run.serving.append(len(serving))
+    here: dict[str, int] = {}
+    for r in serving:
+        here[r.zone] = here.get(r.zone, 0) + 1
+    run.zone_minutes.append(here)
     run.slot_ms.append(float(np.mean(slot)) if slot else run.spec.service_ms)
     run.held.append(len(run.replicas))
     run.degraded.append(degraded)
+
+
+def _by_zone(minutes: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for here in minutes:
+        for zone, n in here.items():
+            total[zone] = total.get(zone, 0) + n
+    return total
 
 
 def _report(run: _Run, scaler: Scaler, rates: NDArray[np.float64], warmup: int) -> ServiceReport:
@@ -193,9 +209,25 @@ def _report(run: _Run, scaler: Scaler, rates: NDArray[np.float64], warmup: int) 
         utilisation=float(served / top.sum()) if top.sum() > 0 else 0.0,
         starts_by_tier=dict(run.starts),
         warm_refills=run.refills,
+        lost_replicas=run.lost,
+        replica_minutes_by_zone=_by_zone(run.zone_minutes[warmup:]),
         degraded_minutes=int(np.sum(run.degraded[warmup:])),
         peak_replicas=int(max(run.held[warmup:], default=0)),
     )
+
+
+def _outages(
+    fleet: ServiceFleet, runs: Sequence[_Run], outages: Mapping[str, tuple[int, int]], t: int
+) -> None:
+    for zone, (start, end) in outages.items():
+        if t == start:
+            fleet.lose(zone)
+            for run in runs:
+                gone = [r for r in run.replicas if r.zone == zone]
+                run.lost += len(gone)
+                run.replicas = [r for r in run.replicas if r.zone != zone]
+        elif t == end:
+            fleet.restore(zone)
 
 
 def replay_services(
@@ -206,10 +238,12 @@ def replay_services(
     *,
     warmup: int = 0,
     seed: int = 0,
+    outages: Mapping[str, tuple[int, int]] | None = None,
 ) -> tuple[list[ServiceReport], float]:
     """Replay every service over its per-minute rates; minutes before `warmup` are history
-    (simulated, not scored). Returns the reports and the share of the fleet's GPU-hours over
-    the scored minutes that training (batch work) used."""
+    (simulated, not scored); `outages` takes zones away for minutes [start, end) (their
+    replicas are lost and replaced elsewhere). Returns the reports and the share of the
+    fleet's GPU-hours over the scored minutes that training (batch work) used."""
     minutes = min(len(rates[s.name]) for s in specs)
     fleet = ServiceFleet(zones, training_demand(zones, minutes, seed))
     runs = []
@@ -221,6 +255,7 @@ def replay_services(
         runs.append(_Run(spec, allowed, np.min(np.stack(pools), axis=0)))
     training = 0.0
     for t in range(minutes):
+        _outages(fleet, runs, outages or {}, t)
         for run in runs:
             _step(run, fleet, scaler, rates[run.spec.name], t)
         fleet.settle_training(t)
