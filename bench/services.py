@@ -65,6 +65,11 @@ def _totals(reports: list[ServiceReport], share: float) -> dict[str, Any]:
             sum(r.utilisation * r.gpu_hours for r in reports) / sum(r.gpu_hours for r in reports),
             4,
         ),
+        "utilisation_of_held_replicas": round(
+            sum(r.utilisation_held * r.gpu_hours for r in reports)
+            / sum(r.gpu_hours for r in reports),
+            4,
+        ),
         "training_share_of_fleet": round(share, 4),
         "per_service": {
             r.service: {
@@ -72,6 +77,7 @@ def _totals(reports: list[ServiceReport], share: float) -> dict[str, Any]:
                 "missed": r.minutes - r.minutes_within_slo,
                 "gpu_hours": round(r.gpu_hours, 1),
                 "utilisation": round(r.utilisation, 4),
+                "utilisation_of_held": round(r.utilisation_held, 4),
                 "peak_replicas": r.peak_replicas,
                 "starts_by_tier": dict(r.starts_by_tier),
                 "warm_refills": r.warm_refills,
@@ -133,6 +139,7 @@ def main() -> None:
             print(
                 f"  {name:13} within SLO {r['within_slo']:.4%}  missed {r['slo_minutes_missed']:5}"
                 f"  GPU-h {r['gpu_hours']:8.1f}  util {r['utilisation']:.3f}"
+                f" (held {r['utilisation_of_held_replicas']:.3f})"
                 f"  training {r['training_share_of_fleet']:.3f}  ({r['replay_s']} s)"
             )
         print(f"  judged {got['judged']}")

@@ -45,6 +45,7 @@ class ServiceReport:
     p99_ms: tuple[float, ...]  # per scored minute (inf: overloaded)
     gpu_hours: float
     utilisation: float  # requests served / what the serving replicas could serve
+    utilisation_held: float  # ... / what every replica holding GPUs could (standbys, loading)
     starts_by_tier: Mapping[str, int]
     warm_refills: int
     lost_replicas: int
@@ -199,6 +200,7 @@ def _report(run: _Run, scaler: Scaler, rates: NDArray[np.float64], warmup: int) 
         p99[at] = p99_ms_many(rate[at], n[at] * spec.batch, float(ms))
     top = n * spec.batch * 1000.0 / slot_ms
     served = np.minimum(rate, top).sum()
+    held_top = float((np.array(run.held[warmup:]) * spec.batch * 1000.0 / slot_ms).sum())
     return ServiceReport(
         service=spec.name,
         scaler=scaler.name,
@@ -207,6 +209,7 @@ def _report(run: _Run, scaler: Scaler, rates: NDArray[np.float64], warmup: int) 
         p99_ms=tuple(float(x) for x in p99),
         gpu_hours=float(np.sum(run.held[warmup:]) * spec.gpus_per_replica / 60.0),
         utilisation=float(served / top.sum()) if top.sum() > 0 else 0.0,
+        utilisation_held=float(served / held_top) if held_top > 0 else 0.0,
         starts_by_tier=dict(run.starts),
         warm_refills=run.refills,
         lost_replicas=run.lost,
