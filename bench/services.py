@@ -16,6 +16,7 @@ Writes bench/results/services.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -49,9 +50,13 @@ TARGETS = {
 }
 
 
-def specs() -> list[ServiceSpec]:
+def specs(**overrides: float) -> list[ServiceSpec]:
+    """The example services, with `overrides` (e.g. warm_share) applied to each."""
     paths = sorted((ROOT / "examples" / "services").glob("*.yaml"))
-    return [parse_service(yaml.safe_load(p.read_text())) for p in paths]
+    return [
+        dataclasses.replace(parse_service(yaml.safe_load(p.read_text())), **overrides)
+        for p in paths
+    ]
 
 
 def _totals(reports: list[ServiceReport], share: float) -> dict[str, Any]:
@@ -106,8 +111,8 @@ def _judge(
     }
 
 
-def run_seed(seed: int, days: int) -> dict[str, Any]:
-    services = specs()
+def run_seed(seed: int, days: int, **overrides: float) -> dict[str, Any]:
+    services = specs(**overrides)
     warmup = DAY
     rates = generate_requests({s.name: SHAPES[s.name] for s in services}, warmup + days * DAY, seed)
     peak = {name: float(r[warmup:].max()) for name, r in rates.items()}
@@ -128,10 +133,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--days", type=int, default=7)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--warm-share", type=float, default=None, help="override the files'")
+    parser.add_argument("--headroom", type=float, default=None, help="override the files'")
     args = parser.parse_args()
-    result: dict[str, Any] = {"days": args.days, "targets": TARGETS, "seeds": {}}
+    overrides = {
+        k: v
+        for k, v in (("warm_share", args.warm_share), ("headroom", args.headroom))
+        if v is not None
+    }
+    result: dict[str, Any] = {
+        "days": args.days,
+        "targets": TARGETS,
+        "overrides": overrides,
+        "seeds": {},
+    }
     for seed in args.seeds:
-        got = run_seed(seed, args.days)
+        got = run_seed(seed, args.days, **overrides)
         result["seeds"][str(seed)] = got
         print(f"seed {seed}  load {load_average()}")
         for name in ("gpuflow", "static-peak", "reactive-hpa"):
