@@ -9,7 +9,9 @@ from typer.testing import CliRunner
 
 from gpuflow.cli import app
 from infra.config import Config
+from infra.kafka import producer
 from infra.servicespec import load_service_file, service_from_record, service_record
+from infra.topics import SERVICES_LOAD
 from schemas import make_codec
 from scorer.services import ServiceSpecError
 
@@ -112,4 +114,11 @@ def test_serve_declares_on_the_broker_and_services_lists_it(
     listed = runner.invoke(app, ["services"], env={"COLUMNS": "200"})
     assert listed.exit_code == 0, listed.output
     rows = [line for line in listed.output.splitlines() if " svc " in line]
-    assert len(rows) == 1 and "1..12" in rows[0], listed.output
+    assert len(rows) == 1 and "1..12" in rows[0] and "123.4" not in rows[0], listed.output
+    load = {"event_id": "svc:load:1", "ts": 1, "service": "svc", "requests_per_s": 123.4}
+    p = producer(config.kafka)
+    p.produce(SERVICES_LOAD, key=b"svc", value=make_codec(None).encode("ServiceLoad", load))
+    assert p.flush(10) == 0
+    listed = runner.invoke(app, ["services"], env={"COLUMNS": "200"})
+    rows = [line for line in listed.output.splitlines() if " svc " in line]
+    assert len(rows) == 1 and "123.4" in rows[0], listed.output
