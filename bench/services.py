@@ -50,7 +50,7 @@ TARGETS = {
 }
 
 
-def specs(**overrides: float) -> list[ServiceSpec]:
+def specs(**overrides: Any) -> list[ServiceSpec]:
     """The example services, with `overrides` (e.g. warm_share) applied to each."""
     paths = sorted((ROOT / "examples" / "services").glob("*.yaml"))
     return [
@@ -111,7 +111,7 @@ def _judge(
     }
 
 
-def run_seed(seed: int, days: int, **overrides: float) -> dict[str, Any]:
+def run_seed(seed: int, days: int, **overrides: Any) -> dict[str, Any]:
     services = specs(**overrides)
     warmup = DAY
     rates = generate_requests({s.name: SHAPES[s.name] for s in services}, warmup + days * DAY, seed)
