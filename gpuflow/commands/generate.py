@@ -59,6 +59,8 @@ def generate(
     `gpuflow replay --arrivals-only`) or `requests` (per-minute request rates for
     `gpuflow serve --requests`, docs/services.md)."""
     recipe = recipe or recipe_arg
+    if recipe is None:
+        raise fail(f"give a recipe: {', '.join(RECIPES)} (`gpuflow generate requests --out DIR`)")
     if recipe == "requests":
         write_request_trace(out, days, seed, service or [])
         return
