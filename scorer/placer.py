@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -74,8 +75,8 @@ class Placer:
         silent retry of a queued job needs only "placed or not", and explaining costs more
         than deciding.
         """
-        if job.cpu_only:
-            return place_host_only(self.state, job, region)
+        if job.cpu_only:  # a plugin may rank the nodes for it (FGD: least fragmentation)
+            return place_host_only(self.state, job, region, rank=self._hook("rank_host_only"))
         ctx, masks, refusals, candidates = self._filter(job, region)
         weights = self._weights(job, ctx.slots)
         notes: list[str] = []  # why spread plans were refused
@@ -181,10 +182,15 @@ class Placer:
         refusals: dict[str, int],
     ) -> PlacementResult:
         job, slot = ctx.job, int(candidates[i])
+        # which GPUs of the node: a plugin's own rule (a baseline's published one), else ours
+        share, whole = self._hook("choose_share"), self._hook("choose_gpus")
         if ctx.fractional:
-            pick: Pick = (slot, (pick_share(self.state, slot, job.gpu_milli),), job.gpu_milli)
+            gpu = share(ctx, slot) if share else pick_share(self.state, slot, job.gpu_milli)
+            pick: Pick = (slot, (gpu,), job.gpu_milli)
         else:
-            pick = (slot, pick_gpus(self.state, slot, job.gpu_count), 1000)
+            k = job.gpu_count
+            gpus = whole(ctx, slot, k) if whole else pick_gpus(self.state, slot, k)
+            pick = (slot, gpus, 1000)
         breakdown = {n: float(p if p.ndim == 0 else p[i]) for n, p in parts.items()}
         return self._result(ctx, [pick], float(total[i]), breakdown, refusals)
 
@@ -286,6 +292,10 @@ class Placer:
         return True
 
     # ---- helpers -------------------------------------------------------------------------
+    def _hook(self, method: str) -> Callable[..., Any] | None:
+        """`method` of the first score plugin that has it (GPU choice, CPU-only ranking)."""
+        return next((getattr(p, method) for p in self.scores if hasattr(p, method)), None)
+
     def _score(
         self, ctx: CycleContext, slots: np.ndarray, weights: Mapping[str, float]
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
