@@ -47,8 +47,15 @@ class Placer:
         weights: Mapping[str, float] | None = None,
         throughput: ThroughputModel | None = None,
         network: NetworkView | None = None,
+        packing_first: Sequence[str] = (),
+        packing_slack: float = 0.0,
     ) -> None:
+        """`packing_first`: score plugins that rank first: only nodes within `packing_slack`
+        points (0..100) of the best of their weighted mean are chosen from by the full score
+        (packing before speed and price; none: the full score alone)."""
         self.state = state
+        self.packing_first = frozenset(packing_first)
+        self.packing_slack = packing_slack
         throughput = throughput or ThroughputModel(state.catalog)
         if throughput.catalog is not state.catalog:  # one catalogue per cycle: the state's
             throughput = throughput.with_catalog(state.catalog)
@@ -160,6 +167,7 @@ class Placer:
         if not candidates.size:
             return {}
         total, parts = self._score(ctx, candidates, weights)
+        total = self._packing_guard(total, parts, weights)
         if group_of is None:
             bests = {0: int(np.argmax(total))}
         else:
@@ -292,6 +300,22 @@ class Placer:
         return True
 
     # ---- helpers -------------------------------------------------------------------------
+    def _packing_guard(
+        self, total: np.ndarray, parts: Mapping[str, np.ndarray], weights: Mapping[str, float]
+    ) -> np.ndarray:
+        """`total` with the nodes beyond `packing_slack` of the best packing score put last.
+
+        e.g. packing scores 80, 78, 60 with slack 5: the third node is chosen only if the
+        others are gone; among the first two the full score decides."""
+        names = [n for n in parts if n in self.packing_first]
+        if not names or total.ndim == 0 or total.shape[0] < 2:
+            return total
+        active = sum(w for n, w in weights.items() if w > 0 and n in parts)
+        share = sum(weights[n] for n in names) / (active or 1.0)  # parts are weighted shares
+        packing = sum(np.broadcast_to(parts[n], total.shape) for n in names) / max(share, 1e-9)
+        keep = packing >= packing.max() - self.packing_slack - 1e-9
+        return np.where(keep, total, total - 1e6)
+
     def _hook(self, method: str) -> Callable[..., Any] | None:
         """`method` of the first score plugin that has it (GPU choice, CPU-only ranking)."""
         return next((getattr(p, method) for p in self.scores if hasattr(p, method)), None)

@@ -9,6 +9,8 @@
 | carbon         | 5, or 15 when the job is deferrable      |
 | data_affinity  | 10 when the job names a data region      |
 | fragmentation  | 15                                       |
+| fgd            | 15 (FGD's measure as each GPU model sees it) |
+| model_pressure | 30                                       |
 | load_balance   | 3                                        |
 | communication  | 0 for one GPU; 20 for a gang             |
 | porting        | 10 (only a portable job's scores differ) |
@@ -47,6 +49,10 @@ def job_weights(job: JobSpec, overrides: Mapping[str, float] | None = None) -> d
         "carbon": 15.0 if job.deferrable_until_ts is not None else 5.0,
         "data_affinity": 10.0 if job.data_region else 0.0,
         "fragmentation": 15.0,
+        "fgd": 15.0,
+        # pinned demand over free supply weighs twice the stranding: a job that may use one
+        # model only has nowhere else to go, while stranded milli may still serve a share
+        "model_pressure": 30.0,
         "load_balance": 3.0,
         "communication": 20.0 if job.gpu_count > 1 else 0.0,
         "porting": 10.0,

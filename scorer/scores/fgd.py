@@ -36,7 +36,7 @@ class FgdScore:
 
     def __init__(self) -> None:
         self.mix = AccessMix()
-        self._before: dict[int, NodeFragmentation] = {}  # by model index
+        self._before: dict[int, tuple[NodeFragmentation, MixClasses]] = {}  # by model index
 
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
         job, s = ctx.job, ctx.state
@@ -89,7 +89,12 @@ class FgdScore:
         return out
 
     def _now(self, s: ClusterState, slots: np.ndarray, classes: MixClasses, m: int) -> np.ndarray:
-        cache = self._before.setdefault(m, NodeFragmentation())
+        """Each node's fragmentation now, cached per model; the cache knows a mix by its id,
+        so the mix it last saw is held here (a freed mix's id may come back for a new one)."""
+        cache, held = self._before.get(m, (None, None))
+        if cache is None or held is not classes:
+            cache = NodeFragmentation()
+            self._before[m] = (cache, classes)
         return cache(s, slots, classes)
 
 
