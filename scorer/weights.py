@@ -18,7 +18,9 @@
 The final score is sum(w x s) / sum(w) over the configured plugins, so it stays in 0..100.
 
 Under load (`under_load`, applied by the placer with the free share f of the GPUs in the scope
-it places in): fragmentation weighs 15 / max(f, 1 / TIGHT_CAP) and load_balance 3 x f. A
+it places in): fragmentation weighs 15 / max(f, 1 / TIGHT_CAP), load_balance 3 x f and
+model_pressure 30 x f (keeping a GPU model for the jobs pinned to it pays while there is room
+to keep; on a full cluster what is left must be packed, whoever asks). A
 stranded milli-GPU costs the jobs still to come a share of what is left free, 1 / f times more
 on a cluster with f free than on an empty one, while spreading only pays while there is room
 to spread into; this job's own speed and price matter the same at any load.
@@ -64,7 +66,8 @@ def job_weights(job: JobSpec, overrides: Mapping[str, float] | None = None) -> d
 
 def under_load(weights: Mapping[str, float], free_share: float) -> dict[str, float]:
     """`weights` for a placement where `free_share` (0..1) of the GPUs in scope are free:
-    fragmentation x 1 / max(f, 1 / TIGHT_CAP), load_balance x f; the rest unchanged.
+    fragmentation x 1 / max(f, 1 / TIGHT_CAP), load_balance and model_pressure x f; the rest
+    unchanged.
 
     e.g. f 1.0: 15 and 3 as derived; f 0.5: 30 and 1.5; f 0.02: 15 x 10 = 150 and 0.06.
     """
@@ -74,4 +77,6 @@ def under_load(weights: Mapping[str, float], free_share: float) -> dict[str, flo
         out["fragmentation"] = out["fragmentation"] / max(f, 1.0 / TIGHT_CAP)
     if "load_balance" in out:
         out["load_balance"] = out["load_balance"] * f
+    if "model_pressure" in out:  # keeping a model for pinned jobs pays while room is left
+        out["model_pressure"] = out["model_pressure"] * f
     return out
