@@ -37,11 +37,6 @@ _T = TypeVar("_T")
 NODE_COLUMNS = ("node_id", "region", "gpu_model", "gpu_count")
 JOB_COLUMNS = ("job_id", "submit_s", "num_gpus", "duration_s")
 THROUGHPUT_COLUMNS = ("job_type", "gpu_model", "num_gpus", "steps_per_s")
-# the Alibaba GPU traces (FGD's openb_pod_list / openb_node_list, docs/traces.md)
-OPENB_JOB_COLUMNS = ("name", "num_gpu", "creation_time")
-OPENB_NODE_COLUMNS = ("sn", "gpu")
-OPENB_OPEN_S = 86_400.0  # a pod with no deletion_time ran at least this long
-OPENB_REGION = "default"  # the pod and node lists name no region
 # kept as read and written back (they do not change a placement)
 PASSTHROUGH = ("qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time")
 
@@ -202,35 +197,16 @@ def _load_unique(
     return items
 
 
-def _openb_node(row: Row, models: ModelResolver) -> TraceNode:
-    """A row of the Alibaba traces' node list (`sn, cpu_milli, memory_mib, gpu, model`)."""
-    if not row.get("sn"):
-        raise row.error("sn", "is required and empty")
-    count = row.required("gpu", positive(to_int, strict=False))
-    model = models(row, "model", row.get("model")) if count else ""
-    spec = models.catalog[model] if count else None
-    return TraceNode(
-        node_id=row.get("sn"),
-        region=OPENB_REGION,
-        gpu_model=model,
-        gpu_count=count,
-        cpu_milli=row.parse("cpu_milli", positive(to_int, strict=False), 0),
-        memory_mib=row.parse("memory_mib", positive(to_int, strict=False), 0),
-        price_per_gpu_hour=spec.price_per_gpu_hour if spec else 0.0,
-        interconnect=spec.interconnect if spec else "none",
-        gpu_memory_mib=spec.memory_mib if spec else 0,
-    )
-
-
 def load_nodes(
     path: str | Path, catalog: Catalog | ModelResolver | None = None
 ) -> tuple[TraceNode, ...]:
     """nodes.csv, or the Alibaba traces' node list (recognised by `sn` and `gpu`)."""
     models = catalog if isinstance(catalog, ModelResolver) else ModelResolver(catalog)
-    header = _header(path)
-    if "node_id" not in header and set(OPENB_NODE_COLUMNS) <= header:
-        parse: Callable[[Row], TraceNode] = lambda r: _openb_node(r, models)  # noqa: E731
-        return tuple(_load_unique(path, OPENB_NODE_COLUMNS, parse, "node_id", "nodes"))
+    from agents.replay import openb  # the public format's own reader
+
+    if openb.is_node_list(path):
+        parse: Callable[[Row], TraceNode] = lambda r: openb.node(r, models)  # noqa: E731
+        return tuple(_load_unique(path, openb.NODE_COLUMNS, parse, "node_id", "nodes"))
     return tuple(_load_unique(path, NODE_COLUMNS, lambda r: _node(r, models), "node_id", "nodes"))
 
 
@@ -241,7 +217,7 @@ def _milli(raw: str) -> int:
     return value
 
 
-def _gpu_milli(row: Row, num_gpus: int, column: str = "num_gpus") -> int:
+def gpu_milli_of(row: Row, num_gpus: int, column: str = "num_gpus") -> int:
     """The per-GPU share; a CPU-only job writes 0 or nothing there (as the public traces do)."""
     if num_gpus == 0:  # 1000 too: this reader's default, written by earlier versions
         if row.parse("gpu_milli", positive(to_int, strict=False), 0) not in (0, 1000):
@@ -253,7 +229,7 @@ def _gpu_milli(row: Row, num_gpus: int, column: str = "num_gpus") -> int:
     return milli
 
 
-def _extra(row: Row) -> tuple[tuple[str, str], ...]:
+def passthrough(row: Row) -> tuple[tuple[str, str], ...]:
     return tuple((c, row.get(c)) for c in PASSTHROUGH if c in row.columns)
 
 
@@ -261,7 +237,7 @@ def _job(row: Row, models: ModelResolver) -> TraceJob:
     if not row.get("job_id"):
         raise row.error("job_id", "is required and empty")
     num_gpus = row.required("num_gpus", positive(to_int, strict=False))
-    milli = _gpu_milli(row, num_gpus)
+    milli = gpu_milli_of(row, num_gpus)
     cpu = row.parse("cpu_milli", positive(to_int, strict=False), 0)
     memory = row.parse("memory_mib", positive(to_int, strict=False), 0)
     if num_gpus == 0 and not (cpu or memory):
@@ -288,35 +264,8 @@ def _job(row: Row, models: ModelResolver) -> TraceJob:
         checkpoint_interval_s=row.parse("checkpoint_interval_s", positive(to_int, strict=False), 0),
         priority_class=row.get("priority_class") or None,
         checkpointable=row.parse("checkpointable", to_bool, True),
-        extra=_extra(row),
+        extra=passthrough(row),
         **_comm_fields(row),
-    )
-
-
-def _openb_job(row: Row, models: ModelResolver) -> TraceJob:
-    """A row of the Alibaba GPU traces' pod list (`openb_pod_list*.csv`, FGD's input)."""
-    if not row.get("name"):
-        raise row.error("name", "is required and empty")
-    num_gpus = row.required("num_gpu", positive(to_int, strict=False))
-    cpu = row.parse("cpu_milli", positive(to_int, strict=False), 0)
-    memory = row.parse("memory_mib", positive(to_int, strict=False), 0)
-    created = row.required("creation_time", positive(to_float, strict=False))
-    started = row.parse("scheduled_time", positive(to_float, strict=False), created)
-    ended = row.parse("deletion_time", positive(to_float, strict=False), started + OPENB_OPEN_S)
-    if num_gpus == 0 and not (cpu or memory):
-        raise row.error("num_gpu", "a CPU-only pod (num_gpu 0) needs cpu_milli or memory_mib")
-    milli = _gpu_milli(row, num_gpus, "num_gpu")
-    return TraceJob(
-        job_id=row.get("name"),
-        submit_s=created,
-        num_gpus=num_gpus,
-        duration_s=max(1.0, ended - started),  # a pod deleted as it started still ran
-        gpu_milli=milli,
-        gpu_models=tuple(models(row, "gpu_spec", m) for m in to_list(row.get("gpu_spec"))),
-        cpu_milli=cpu,
-        memory_mib=memory,
-        kind="INFERENCE" if num_gpus and milli < 1000 else "TRAINING",
-        extra=_extra(row),
     )
 
 
@@ -355,27 +304,17 @@ def _checked_model(row: Row, column: str, name: str, catalog: Catalog) -> str:
     return spec.name
 
 
-def _header(path: str | Path) -> set[str]:
-    """The column names of a CSV file's header line (empty when it cannot be read: the
-    reader then reports why)."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return set()
-    first = next((ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")), "")
-    return {c.strip().lower().replace(" ", "_") for c in first.split(",")}
-
-
 def load_jobs(
     path: str | Path, catalog: Catalog | ModelResolver | None = None
 ) -> tuple[TraceJob, ...]:
     """jobs.csv, or the Alibaba traces' pod list (recognised by `name`, `num_gpu` and
     `creation_time` without `job_id`)."""
     models = catalog if isinstance(catalog, ModelResolver) else ModelResolver(catalog)
-    header = _header(path)
-    if "job_id" not in header and set(OPENB_JOB_COLUMNS) <= header:
-        parse: Callable[[Row], TraceJob] = lambda r: _openb_job(r, models)  # noqa: E731
-        jobs = _load_unique(path, OPENB_JOB_COLUMNS, parse, "job_id", "jobs")
+    from agents.replay import openb
+
+    if openb.is_pod_list(path):
+        parse: Callable[[Row], TraceJob] = lambda r: openb.job(r, models)  # noqa: E731
+        jobs = _load_unique(path, openb.JOB_COLUMNS, parse, "job_id", "jobs")
         return tuple(sorted(jobs, key=lambda j: j.submit_s))
     jobs = _load_unique(path, JOB_COLUMNS, lambda r: _job(r, models), "job_id", "jobs")
     return tuple(sorted(jobs, key=lambda j: j.submit_s))  # stable: file order breaks ties
