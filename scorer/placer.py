@@ -312,7 +312,10 @@ class Placer:
             return total
         active = sum(w for n, w in weights.items() if w > 0 and n in parts)
         share = sum(weights[n] for n in names) / (active or 1.0)  # parts are weighted shares
-        packing = sum(np.broadcast_to(parts[n], total.shape) for n in names) / max(share, 1e-9)
+        packing = np.zeros(total.shape[0])
+        for n in names:
+            packing += parts[n]
+        packing /= max(share, 1e-9)
         keep = packing >= packing.max() - self.packing_slack - 1e-9
         return np.where(keep, total, total - 1e6)
 

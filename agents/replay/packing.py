@@ -13,7 +13,7 @@ with NVLink. Host CPU cores by node size 0/1/2/4/8 GPUs: 64/32/48/64/96, memory
 Jobs (`packing_jobs`): one in seven asks for no GPU (4-32 cores, 8-64 GiB); of the GPU jobs
 45 % take a share of one GPU (50-950 milli, steps of 10; 2-8 cores, 4-16 GiB), 50 % one whole
 GPU, 5 % a gang of 2, 4 or 8 GPUs on one node (2 %, 1.5 %, 1.5 %); whole GPUs ask 8-16 cores
-and 16-64 GiB each. A share `pinned_share` (default 1/3) of the GPU jobs may only use one GPU
+(8-11 in a gang) and 16-64 GiB each. A share `pinned_share` (default 1/3) of the GPU jobs may only use one GPU
 model (one with a node big enough for it; 0 is FGD's default openb pod list, whose `gpu_spec`
 is empty; its `gpuspec33` variant pins a third). `high_priority` (default 0.3) of the jobs
 have priority 1, the rest 0 (two levels; 0 gives one level).
@@ -97,7 +97,9 @@ def _gpu_ask(rng: np.random.Generator) -> tuple[int, int, int, int]:
         milli = 10 * int(rng.integers(SHARE_MILLI[0] // 10, SHARE_MILLI[1] // 10 + 1))
         return 1, milli, int(rng.integers(2, 9)), int(rng.integers(4, 17))
     gpus = int(_pick(rng, GANGS)) if u < gang_p else 1  # type: ignore[call-overload]
-    return gpus, 1000, gpus * int(rng.integers(8, 17)), gpus * int(rng.integers(16, 65))
+    # a gang asks at most 11 cores a GPU, so an 8-GPU one fits a 96-core node (openb's 88)
+    cores = int(rng.integers(8, 17 if gpus == 1 else 12))
+    return gpus, 1000, gpus * cores, gpus * int(rng.integers(16, 65))
 
 
 def packing_jobs(

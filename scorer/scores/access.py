@@ -64,11 +64,11 @@ class AccessMix:
 
     def _build(self, model: str) -> tuple[MixClasses, float]:
         merged: dict[tuple[int, int], list[float]] = {}
-        for (gpus, milli, allowed), (n, cpu, mem) in self._counts.items():
+        for (gpus, milli, allowed), (seen, cpu, mem) in self._counts.items():
             if allowed and model not in allowed:
                 continue
             row = merged.setdefault((gpus, milli), [0.0, 0.0, 0.0])
-            row[0] += n
+            row[0] += seen
             row[1] += cpu
             row[2] += mem
         total = max(self._total, 1)
