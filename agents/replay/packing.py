@@ -15,8 +15,8 @@ Jobs (`packing_jobs`): one in seven asks for no GPU (4-32 cores, 8-64 GiB); of t
 GPU, 5 % a gang of 2, 4 or 8 GPUs on one node (2 %, 1.5 %, 1.5 %); whole GPUs ask 8-16 cores
 (8-11 in a gang) and 16-64 GiB each. A share `pinned_share` (default 1/3) of the GPU jobs may
 only use one GPU model (one with a node big enough for it; 0 is FGD's default openb pod list,
-whose `gpu_spec` is empty; its `gpuspec33` variant pins a third). `high_priority` (default 0.3) of the jobs
-have priority 1, the rest 0 (two levels; 0 gives one level).
+whose `gpu_spec` is empty; its `gpuspec33` variant pins a third). `high_priority` (default
+0.3) of the jobs have priority 1, the rest 0 (two levels; 0 gives one level).
 The host asks follow the openb sample rows (a 1-GPU pod ~12 cores, a share 4 cores, an 8-GPU
 pod 88 of a node's 96 cores), so host CPU binds as it does there. Poisson arrivals (mean gap
 `lam_s`) until the GPU demand that has arrived reaches `demand` x the cluster's GPUs. Shares
