@@ -156,6 +156,9 @@ class WorkerConfig:
     telemetry_lane: bool = True
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
     policy: str = "gpuflow"  # placer preset: gpuflow, fifo, bestfit, fgd, gavel-like
+    # each job is tried once: placed now or REJECTED (no queue, no preemption, no re-planning);
+    # the FGD paper's packing experiment (`gpuflow replay --arrivals-only`)
+    try_once: bool = False
     # tenancy: tenants, quotas, priority classes, preemption, backfill, protection (YAML,
     # docs/tenancy.md), reloaded when it changes; empty: built-in classes, no quotas
     policy_file: str = ""

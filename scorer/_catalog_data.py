@@ -57,6 +57,8 @@ ALIASES: dict[str, str] = {
     "p100": "P100",
     "v100": "V100-16",
     "V100": "V100-16",
+    "v100m16": "V100-16",  # the Alibaba GPU traces' (openb) spelling
+    "v100m32": "V100-32",
     "t4": "T4",
     "a10g": "A10G",
     "l4": "L4",

@@ -7,6 +7,8 @@ with the fewest free GPUs, then the tightest CPU fit (best fit keeps big blocks 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from scorer.state import ClusterState
@@ -20,7 +22,14 @@ def _fits(capacity: np.ndarray, free: np.ndarray, need: int) -> np.ndarray:
     return (capacity == 0) | (free >= need)
 
 
-def place_host_only(state: ClusterState, job: JobSpec, region: str | None) -> PlacementResult:
+HostRank = Callable[[ClusterState, JobSpec, np.ndarray], np.ndarray]  # lower first
+
+
+def place_host_only(
+    state: ClusterState, job: JobSpec, region: str | None, rank: HostRank | None = None
+) -> PlacementResult:
+    """The node for a CPU-only job; `rank` (a policy's own order, lower first, inventory order
+    breaking ties) replaces the default order below."""
     slots = state.slots(region)
     refusals: dict[str, int] = {}
     ok = np.ones(slots.shape[0], bool)
@@ -47,10 +56,13 @@ def place_host_only(state: ClusterState, job: JobSpec, region: str | None) -> Pl
         return PlacementResult(
             placed=False, refusals=refusals, reasons=reasons, never_fits=not bool(static.any())
         )
-    gpus_free = state.free_whole[candidates]
-    cpu_left = np.where(state.cpu_milli[candidates] > 0, state.free_cpu[candidates], 1 << 40)
-    # GPU-less first, then fewest free GPUs stranded, then tightest CPU fit, inventory order
-    best = int(candidates[np.lexsort((candidates, cpu_left, gpus_free))[0]])
+    if rank is not None:
+        best = int(candidates[np.lexsort((candidates, rank(state, job, candidates)))[0]])
+    else:
+        gpus_free = state.free_whole[candidates]
+        cpu_left = np.where(state.cpu_milli[candidates] > 0, state.free_cpu[candidates], 1 << 40)
+        # GPU-less first, then fewest free GPUs stranded, then tightest CPU fit, inventory order
+        best = int(candidates[np.lexsort((candidates, cpu_left, gpus_free))[0]])
     total = int(state.gpu_count[best])
     score = 100.0 if total == 0 else 50.0 * (1.0 - int(state.free_whole[best]) / total)
     return PlacementResult(

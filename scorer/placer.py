@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -46,8 +47,15 @@ class Placer:
         weights: Mapping[str, float] | None = None,
         throughput: ThroughputModel | None = None,
         network: NetworkView | None = None,
+        packing_first: Sequence[str] = (),
+        packing_slack: float = 0.0,
     ) -> None:
+        """`packing_first`: score plugins that rank first: only nodes within `packing_slack`
+        points (0..100) of the best of their weighted mean are chosen from by the full score
+        (packing before speed and price; none: the full score alone)."""
         self.state = state
+        self.packing_first = frozenset(packing_first)
+        self.packing_slack = packing_slack
         throughput = throughput or ThroughputModel(state.catalog)
         if throughput.catalog is not state.catalog:  # one catalogue per cycle: the state's
             throughput = throughput.with_catalog(state.catalog)
@@ -74,8 +82,8 @@ class Placer:
         silent retry of a queued job needs only "placed or not", and explaining costs more
         than deciding.
         """
-        if job.cpu_only:
-            return place_host_only(self.state, job, region)
+        if job.cpu_only:  # a plugin may rank the nodes for it (FGD: least fragmentation)
+            return place_host_only(self.state, job, region, rank=self._hook("rank_host_only"))
         ctx, masks, refusals, candidates = self._filter(job, region)
         weights = self._weights(job, ctx.slots)
         notes: list[str] = []  # why spread plans were refused
@@ -159,6 +167,7 @@ class Placer:
         if not candidates.size:
             return {}
         total, parts = self._score(ctx, candidates, weights)
+        total = self._packing_guard(total, parts, weights)
         if group_of is None:
             bests = {0: int(np.argmax(total))}
         else:
@@ -181,10 +190,15 @@ class Placer:
         refusals: dict[str, int],
     ) -> PlacementResult:
         job, slot = ctx.job, int(candidates[i])
+        # which GPUs of the node: a plugin's own rule (a baseline's published one), else ours
+        share, whole = self._hook("choose_share"), self._hook("choose_gpus")
         if ctx.fractional:
-            pick: Pick = (slot, (pick_share(self.state, slot, job.gpu_milli),), job.gpu_milli)
+            gpu = share(ctx, slot) if share else pick_share(self.state, slot, job.gpu_milli)
+            pick: Pick = (slot, (gpu,), job.gpu_milli)
         else:
-            pick = (slot, pick_gpus(self.state, slot, job.gpu_count), 1000)
+            k = job.gpu_count
+            gpus = whole(ctx, slot, k) if whole else pick_gpus(self.state, slot, k)
+            pick = (slot, gpus, 1000)
         breakdown = {n: float(p if p.ndim == 0 else p[i]) for n, p in parts.items()}
         return self._result(ctx, [pick], float(total[i]), breakdown, refusals)
 
@@ -286,6 +300,29 @@ class Placer:
         return True
 
     # ---- helpers -------------------------------------------------------------------------
+    def _packing_guard(
+        self, total: np.ndarray, parts: Mapping[str, np.ndarray], weights: Mapping[str, float]
+    ) -> np.ndarray:
+        """`total` with the nodes beyond `packing_slack` of the best packing score put last.
+
+        e.g. packing scores 80, 78, 60 with slack 5: the third node is chosen only if the
+        others are gone; among the first two the full score decides."""
+        names = [n for n in parts if n in self.packing_first]
+        if not names or total.ndim == 0 or total.shape[0] < 2:
+            return total
+        active = sum(w for n, w in weights.items() if w > 0 and n in parts)
+        share = sum(weights[n] for n in names) / (active or 1.0)  # parts are weighted shares
+        packing = np.zeros(total.shape[0])
+        for n in names:
+            packing += parts[n]
+        packing /= max(share, 1e-9)
+        keep = packing >= packing.max() - self.packing_slack - 1e-9
+        return np.where(keep, total, total - 1e6)
+
+    def _hook(self, method: str) -> Callable[..., Any] | None:
+        """`method` of the first score plugin that has it (GPU choice, CPU-only ranking)."""
+        return next((getattr(p, method) for p in self.scores if hasattr(p, method)), None)
+
     def _score(
         self, ctx: CycleContext, slots: np.ndarray, weights: Mapping[str, float]
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:

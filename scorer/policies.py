@@ -3,6 +3,9 @@
 - `gpuflow`: every filter and the heterogeneity-aware scores (the default), communication
   fit included (it judges spread and cross-region plans by their traffic over the links), the
   speed-aware queue order and re-planning (migration to a better match, defragmentation).
+  It packs first (`packing_first`): the nodes where FGD's fragmentation (against the mix each
+  GPU model sees) grows least, weighed with the pressure of pinned demand on each model
+  (`model_pressure`), and among those the full score chooses.
 - `netblind`: `gpuflow` without the communication filter and score: topology by domain only,
   blind to links, their load and a job's pattern (what gpuflow did before it modelled links).
 - `first_fit` (alias `fifo`): every filter, then the first node in inventory order — blind to
@@ -28,7 +31,7 @@ from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES, build_score
 from scorer.state import ClusterState
 from scorer.throughput import ThroughputModel
 
-__all__ = ["PRESETS", "PlacerPreset", "make_placer", "preset"]
+__all__ = ["PACKING", "PRESETS", "PlacerPreset", "make_placer", "preset"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class PlacerPreset:
     weights: Mapping[str, float] = field(default_factory=dict)
     queue: str = "fifo"  # queue order within a priority band: fifo or speed_aware
     replan: bool = False  # decide again: migrate running jobs to a better match
+    # plugins that rank first (`Placer.packing_first`) and the slack, in score points
+    packing_first: tuple[str, ...] = ()
+    packing_slack: float = 0.0
 
 
 _FIRST_FIT = PlacerPreset(scores=("first_fit",), weights={"first_fit": 1.0})
@@ -49,16 +55,27 @@ _GAVEL_LIKE = PlacerPreset(
     scores=("compute", "bin_pack", "first_fit"),
     weights={"compute": 100.0, "bin_pack": 1.0, "first_fit": 0.01},
 )
+# gpuflow packs first: FGD's measure per GPU model and the pressure of pinned demand rank the
+# nodes, and only the best of them are chosen from by speed, price, topology and the rest
+PACKING = ("fgd", "model_pressure")
+_GPUFLOW_SCORES = (
+    *("fgd" if s == "fragmentation" else s for s in DEFAULT_SCORES),
+    "model_pressure",
+)
+_GPUFLOW = PlacerPreset(
+    scores=_GPUFLOW_SCORES, queue="speed_aware", replan=True, packing_first=PACKING
+)
 _NETBLIND = PlacerPreset(
     filters=tuple(f for f in DEFAULT_FILTERS if f != "communication"),
-    scores=tuple(s for s in DEFAULT_SCORES if s != "communication"),
+    scores=tuple(s for s in _GPUFLOW_SCORES if s != "communication"),
     queue="speed_aware",
     replan=True,
+    packing_first=PACKING,
 )
 _FGD = PlacerPreset(scores=("fgd", "first_fit"), weights={"fgd": 100.0, "first_fit": 0.01})
 
 PRESETS: dict[str, PlacerPreset] = {
-    "gpuflow": PlacerPreset(queue="speed_aware", replan=True),
+    "gpuflow": _GPUFLOW,
     "netblind": _NETBLIND,
     "first_fit": _FIRST_FIT,
     "fifo": _FIRST_FIT,
@@ -98,4 +115,6 @@ def make_placer(
         weights=chosen.weights,
         throughput=throughput,
         network=network,
+        packing_first=chosen.packing_first,
+        packing_slack=chosen.packing_slack,
     )

@@ -46,6 +46,7 @@ SCORES: dict[str, Callable[..., ScorePlugin]] = {
     "bin_pack": scores.BinPackScore,
     "first_fit": scores.FirstFitScore,
     "fgd": scores.FgdScore,
+    "model_pressure": scores.ModelPressureScore,
     "communication": scores.CommunicationScore,
 }
 

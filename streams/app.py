@@ -151,6 +151,7 @@ def create_app(config: Config) -> tuple[faust.App, Runtime]:
         tenancy=policy.policy,
         moves=tables["moves"],
         replan=config.replan if traits is not None and traits.replan else None,
+        try_once=config.worker.try_once,
         queue_order=traits.queue if traits is not None else "fifo",
         clock=EventClock() if config.worker.clock == "event" else WallClock(),
         porting_penalties=config.worker.porting_penalties,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["commit", "final_decision", "forecast_gate", "refused", "routed_message", "us_since"]
 
 log = logging.getLogger(__name__)
+TRIED_ONCE = "no free capacity now; tried once (try_once), so refused"
 
 
 def commit(
@@ -141,6 +142,13 @@ def refused(
             "worker_us": worker_us,
         }
         return [routed_message(s, forwarded)]
+    if queue_region == region and s.try_once:  # tried once: no room now is refused for good
+        decided = final_decision(
+            s, job, "REJECTED", region, int(routed["submitted_ts"]), int(routed["attempt"]),
+            started_ns, reasons=list(result.reasons) or [reason or TRIED_ONCE],
+            refusals=refusals, worker_us=worker_us, wait_reason=code or CAPACITY,
+        )  # fmt: skip
+        return [decided]
     if queue_region == region:
         waiting = {**routed, "refusals": refusals, "worker_us": worker_us}
         preempting = s.preemption.try_preempt(waiting, region)
@@ -186,7 +194,10 @@ def final_decision(
     reasons: list[str],
     refusals: Mapping[str, int] | None = None,
     worker_us: int | None = None,
+    wait_reason: str = "",
 ) -> Outgoing:
+    """A final decision; `wait_reason` on a REJECTED one tried once says it found no room now
+    (CAPACITY, QUOTA) rather than that it could never fit (empty)."""
     job_id = job["job_id"]
     s.final.add(job_id)
     record = decision_record(
@@ -202,6 +213,8 @@ def final_decision(
         refusals=refusals,
     )
     record["epoch"] = s.epochs.get(job_id, 0)
+    if wait_reason:
+        record["wait_reason"] = wait_reason
     return outgoing(DECISIONS_PLACEMENT, job_id, record, region=region, partition_of=s.partition_of)
 
 

@@ -97,8 +97,12 @@ class Scheduler:
         queue_order: str = "fifo",
         porting_penalties: Mapping[str, float] | None = None,
         horizon_s: float = 600.0,
+        try_once: bool = False,
     ) -> None:
         self.state = state
+        # arrivals-only packing: a job that does not fit now is REJECTED (never queued, never
+        # preempting, never moved), as the FGD paper's experiment tries each task once
+        self.try_once = try_once
         self.placer = placer
         self.reservations = reservations
         self.queue = queue
@@ -131,7 +135,8 @@ class Scheduler:
         self.preemption = Preemptions(self)
         self.replan = replan or ReplanConfig(enabled=False)
         self.moves = moves if moves is not None else {}
-        self.replanner = Replanner(self, self.moves, self.replan) if self.replan.enabled else None
+        replanning = self.replan.enabled and not try_once
+        self.replanner = Replanner(self, self.moves, self.replan) if replanning else None
         # forecast headroom and green deferral (streams.deferral.ForecastUse); None: off
         self.forecasts: ForecastUse | None = None
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.replay.trace import TraceJob, TraceNode
+from agents.replay.trace import PASSTHROUGH, TraceJob, TraceNode
 from scorer import ThroughputModel, default_catalog
 
 __all__ = [
@@ -214,16 +214,20 @@ def write_nodes(path: str | Path, nodes: Sequence[TraceNode]) -> None:
 
 
 def write_jobs(path: str | Path, jobs: Sequence[TraceJob]) -> None:
+    """jobs.csv; the public traces' columns a job carries (`TraceJob.extra`) come last."""
     comm = any(j.params_b > 0 for j in jobs)
+    extra = [c for c in PASSTHROUGH if any(c == k for j in jobs for k, _ in j.extra)]
     _write_csv(
         path,
-        JOB_HEADER + (COMM_HEADER if comm else ()),
+        JOB_HEADER + (COMM_HEADER if comm else ()) + tuple(extra),
         (
-            (j.job_id, f"{j.submit_s:g}", j.num_gpus, f"{j.duration_s:g}", j.gpu_milli,
+            (j.job_id, f"{j.submit_s:.15g}", j.num_gpus, f"{j.duration_s:.15g}",
+             j.gpu_milli if j.num_gpus else 0,  # a CPU-only job: 0, as the public traces
              "|".join(j.gpu_models), j.job_type, j.reference_model or "", j.priority, j.tenant,
              j.cpu_milli, j.memory_mib, j.kind, j.tensor_parallel, int(j.checkpointable),
              j.checkpoint_interval_s)
             + (tuple(getattr(j, c) for c in COMM_HEADER) if comm else ())
+            + tuple(dict(j.extra).get(c, "") for c in extra)
             for j in jobs
         ),
     )  # fmt: skip

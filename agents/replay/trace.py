@@ -19,6 +19,7 @@ from scorer.network import Link
 from scorer.types import KINDS, PRECISIONS
 
 __all__ = [
+    "PASSTHROUGH",
     "ModelResolver",
     "Trace",
     "TraceJob",
@@ -36,6 +37,8 @@ _T = TypeVar("_T")
 NODE_COLUMNS = ("node_id", "region", "gpu_model", "gpu_count")
 JOB_COLUMNS = ("job_id", "submit_s", "num_gpus", "duration_s")
 THROUGHPUT_COLUMNS = ("job_type", "gpu_model", "num_gpus", "steps_per_s")
+# kept as read and written back (they do not change a placement)
+PASSTHROUGH = ("qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time")
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,8 @@ class TraceJob:
     cross_region_ok: bool = False
     priority_class: str | None = None  # tenancy: a named class (docs/tenancy.md)
     checkpointable: bool = True  # False: never migrated (a move would lose all its work)
+    # columns of the public traces kept as read, written back by `write_jobs` (PASSTHROUGH)
+    extra: tuple[tuple[str, str], ...] = ()
 
     @property
     def cpu_only(self) -> bool:
@@ -195,7 +200,13 @@ def _load_unique(
 def load_nodes(
     path: str | Path, catalog: Catalog | ModelResolver | None = None
 ) -> tuple[TraceNode, ...]:
+    """nodes.csv, or the Alibaba traces' node list (recognised by `sn` and `gpu`)."""
     models = catalog if isinstance(catalog, ModelResolver) else ModelResolver(catalog)
+    from agents.replay import openb  # the public format's own reader
+
+    if openb.is_node_list(path):
+        parse: Callable[[Row], TraceNode] = lambda r: openb.node(r, models)  # noqa: E731
+        return tuple(_load_unique(path, openb.NODE_COLUMNS, parse, "node_id", "nodes"))
     return tuple(_load_unique(path, NODE_COLUMNS, lambda r: _node(r, models), "node_id", "nodes"))
 
 
@@ -206,13 +217,27 @@ def _milli(raw: str) -> int:
     return value
 
 
+def gpu_milli_of(row: Row, num_gpus: int, column: str = "num_gpus") -> int:
+    """The per-GPU share; a CPU-only job writes 0 or nothing there (as the public traces do)."""
+    if num_gpus == 0:  # 1000 too: this reader's default, written by earlier versions
+        if row.parse("gpu_milli", positive(to_int, strict=False), 0) not in (0, 1000):
+            raise row.error("gpu_milli", f"a CPU-only job ({column} 0) takes no GPU share")
+        return 1000
+    milli = row.parse("gpu_milli", _milli, 1000)
+    if milli < 1000 and num_gpus != 1:
+        raise row.error("gpu_milli", f"a GPU share needs {column} 1, got {num_gpus}")
+    return milli
+
+
+def passthrough(row: Row) -> tuple[tuple[str, str], ...]:
+    return tuple((c, row.get(c)) for c in PASSTHROUGH if c in row.columns)
+
+
 def _job(row: Row, models: ModelResolver) -> TraceJob:
     if not row.get("job_id"):
         raise row.error("job_id", "is required and empty")
     num_gpus = row.required("num_gpus", positive(to_int, strict=False))
-    milli = row.parse("gpu_milli", _milli, 1000)
-    if milli < 1000 and num_gpus != 1:
-        raise row.error("gpu_milli", f"a GPU share needs num_gpus 1, got {num_gpus}")
+    milli = gpu_milli_of(row, num_gpus)
     cpu = row.parse("cpu_milli", positive(to_int, strict=False), 0)
     memory = row.parse("memory_mib", positive(to_int, strict=False), 0)
     if num_gpus == 0 and not (cpu or memory):
@@ -239,6 +264,7 @@ def _job(row: Row, models: ModelResolver) -> TraceJob:
         checkpoint_interval_s=row.parse("checkpoint_interval_s", positive(to_int, strict=False), 0),
         priority_class=row.get("priority_class") or None,
         checkpointable=row.parse("checkpointable", to_bool, True),
+        extra=passthrough(row),
         **_comm_fields(row),
     )
 
@@ -281,7 +307,15 @@ def _checked_model(row: Row, column: str, name: str, catalog: Catalog) -> str:
 def load_jobs(
     path: str | Path, catalog: Catalog | ModelResolver | None = None
 ) -> tuple[TraceJob, ...]:
+    """jobs.csv, or the Alibaba traces' pod list (recognised by `name`, `num_gpu` and
+    `creation_time` without `job_id`)."""
     models = catalog if isinstance(catalog, ModelResolver) else ModelResolver(catalog)
+    from agents.replay import openb
+
+    if openb.is_pod_list(path):
+        parse: Callable[[Row], TraceJob] = lambda r: openb.job(r, models)  # noqa: E731
+        jobs = _load_unique(path, openb.JOB_COLUMNS, parse, "job_id", "jobs")
+        return tuple(sorted(jobs, key=lambda j: j.submit_s))
     jobs = _load_unique(path, JOB_COLUMNS, lambda r: _job(r, models), "job_id", "jobs")
     return tuple(sorted(jobs, key=lambda j: j.submit_s))  # stable: file order breaks ties
 

@@ -8,7 +8,13 @@ from typing import Annotated
 import typer
 
 from agents.replay.generate import gavel_cluster, gavel_jobs, write_jobs, write_nodes
-from agents.replay.packing import packing_cluster, packing_jobs
+from agents.replay.packing import (
+    CPU_NODES,
+    HIGH_PRIORITY,
+    PINNED,
+    packing_cluster,
+    packing_jobs,
+)
 from agents.replay.trace import TraceJob, TraceNode
 from gpuflow.commands.common import fail
 from gpuflow.commands.requests_gen import write_request_trace
@@ -26,10 +32,14 @@ def _gavel(
 
 
 def _packing(
-    nodes: int, demand: float, lam_s: float, seed: int
+    nodes: int, demand: float, lam_s: float, seed: int, mix: tuple[float, float, float]
 ) -> tuple[tuple[TraceNode, ...], tuple[TraceJob, ...]]:
-    cluster = packing_cluster(nodes, seed=seed)
-    return cluster, packing_jobs(cluster, demand=demand, seed=seed, lam_s=lam_s)
+    cpu_nodes, pinned, high = mix
+    cluster = packing_cluster(nodes, seed=seed, cpu_nodes=cpu_nodes)
+    jobs = packing_jobs(
+        cluster, demand=demand, seed=seed, lam_s=lam_s, pinned_share=pinned, high_priority=high
+    )
+    return cluster, jobs
 
 
 def generate(
@@ -54,6 +64,15 @@ def generate(
         list[str] | None,
         typer.Option(help="requests: NAME=PEAK_RPS (repeat; default the four example services)."),
     ] = None,
+    cpu_nodes: Annotated[
+        float, typer.Option(help="packing: share of the nodes without GPUs (0..1).")
+    ] = CPU_NODES,
+    pinned: Annotated[
+        float, typer.Option(help="packing: share of the GPU jobs pinned to one GPU model.")
+    ] = PINNED,
+    high_priority: Annotated[
+        float, typer.Option(help="packing: share of the jobs at priority 1 (the rest 0).")
+    ] = HIGH_PRIORITY,
 ) -> None:
     """Write a seeded trace: `gavel` (docs/traces.md), `packing` (FGD-style, for
     `gpuflow replay --arrivals-only`) or `requests` (per-minute request rates for
@@ -68,10 +87,13 @@ def generate(
         raise fail(f"--recipe must be one of {', '.join(RECIPES)}, not {recipe!r}")
     if lam < 0 or jobs < 1 or nodes < 1 or demand <= 0:
         raise fail("--lam must be >= 0 and --jobs, --nodes, --demand > 0")
+    if not all(0 <= share <= 1 for share in (cpu_nodes, pinned, high_priority)):
+        raise fail("--cpu-nodes, --pinned and --high-priority are shares in 0..1")
     if recipe == "gavel":
         node_list, job_list = _gavel(jobs, lam, seed)
     else:
-        node_list, job_list = _packing(nodes, demand, lam or 60.0, seed)
+        mix = (cpu_nodes, pinned, high_priority)
+        node_list, job_list = _packing(nodes, demand, lam or 60.0, seed, mix)
     out.mkdir(parents=True, exist_ok=True)
     write_nodes(out / "nodes.csv", node_list)
     write_jobs(out / "jobs.csv", job_list)

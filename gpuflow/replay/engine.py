@@ -219,13 +219,19 @@ def _on_placement(result: ReplayResult, d: dict[str, Any]) -> list[dict[str, Any
         result.refused.add(job_id)
         run = twin.runs.get(job_id)
         gpus = run.job.num_gpus if run is not None else int(d.get("gpu_count", 1))
+        reasons = list(d.get("reasons") or ())
         result.refusals.append(
             {
                 "job_id": job_id,
                 "t": twin.now,
                 "alloc_rate": twin.alloc_rate,
                 "gpus": gpus,
-                "outcome": outcome,  # QUEUED: no room now; REJECTED: could never fit
+                "outcome": outcome,
+                # no room now (queued, or refused with a wait reason when tried once), as
+                # against a job that could never fit
+                "no_room": outcome == "QUEUED" or bool(d.get("wait_reason")),
+                # the decisive filter: the placer lists the refusing filters decisive first
+                "why": reasons[0].split(":", 1)[0].strip() if reasons else "unknown",
             }
         )
     if outcome != "PLACED" and result.first_refusal_alloc_rate is None:

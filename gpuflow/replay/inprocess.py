@@ -39,10 +39,13 @@ class InProcessDecider:
         network: NetworkView | None = None,
         cross_region: bool = False,
         tenancy: TenancyPolicy | None = None,
+        try_once: bool = False,
     ) -> None:
         """`network`: links and placed flows for the placer; `cross_region`: gangs that fit no
         region may span several (this decider holds every region, like a single worker).
-        The scheduler runs on event time (the latest timestamp it was handed)."""
+        `try_once` (arrivals-only): a job that does not fit on arrival is REJECTED, never
+        queued, preempting or moved. The scheduler runs on event time (the latest timestamp
+        it was handed)."""
         state = ClusterState(catalog)
         placer = make_placer(policy, state, throughput=throughput, network=network)
         chosen = preset(policy)
@@ -51,7 +54,7 @@ class InProcessDecider:
             state, placer, reservations={}, queue={}, nodes={}, partitions=partitions,
             view_ttl_s=0, moves={}, replan=(replan or ReplanConfig()) if chosen.replan else None,
             queue_order=chosen.queue, clock=self.clock, cross_region=cross_region,
-            tenancy=tenancy,
+            tenancy=tenancy, try_once=try_once,
         )  # fmt: skip
 
     def setup(self, nodes: Sequence[Mapping[str, Any]]) -> None:

@@ -46,7 +46,7 @@ def known_policies() -> tuple[str, ...]:
     return tuple(sorted({*PRESETS, *ROUND_POLICIES}))
 
 
-def _decider(trace: Trace, policy: str, engine: str) -> Decider:
+def _decider(trace: Trace, policy: str, engine: str, try_once: bool = False) -> Decider:
     if policy not in PRESETS and policy not in ROUND_POLICIES:
         raise UnknownPluginError(f"no policy {policy!r} (known: {', '.join(known_policies())})")
     if policy in ROUND_POLICIES:
@@ -57,12 +57,12 @@ def _decider(trace: Trace, policy: str, engine: str) -> Decider:
         view = NetworkView(LinkGraph(trace.links)) if trace.links else None
         return InProcessDecider(
             policy, trace.throughput_model(), catalog=trace.catalog, network=view,
-            cross_region=bool(trace.links),
+            cross_region=bool(trace.links), try_once=try_once,
         )  # fmt: skip
     if engine == "stream":
         from gpuflow.replay.stream import StreamDecider  # needs the broker and a worker
 
-        return StreamDecider(policy, trace)
+        return StreamDecider(policy, trace, try_once=try_once)
     raise UnknownPluginError(f"no engine {engine!r} (known: {', '.join(ENGINES)})")
 
 
@@ -81,7 +81,7 @@ def replay_policy(
     (default: `REPLAN_TICK_S` for a policy that re-plans, none otherwise). A trace with links
     gets a network twin whose quotas are `quotas` (elastic or equal) unless `twin_config` says
     otherwise."""
-    decider = _decider(trace, policy, engine)
+    decider = _decider(trace, policy, engine, try_once=arrivals_only)
     if trace.links and twin_config is None:
         network = TwinNetwork.for_trace(trace, NetworkTwinConfig(mode=quotas))
         twin_config = TwinConfig(network=network)

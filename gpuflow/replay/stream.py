@@ -62,7 +62,9 @@ def _write_table(trace: Trace, path: Path) -> str:
 
 
 class StreamDecider:
-    def __init__(self, policy: str, trace: Trace, *, data_dir: Path | None = None) -> None:
+    def __init__(
+        self, policy: str, trace: Trace, *, data_dir: Path | None = None, try_once: bool = False
+    ) -> None:
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="gpuflow-replay-")
         root = Path(data_dir or self._tmp.name)  # type: ignore[union-attr]
         cfg = load_config(
@@ -77,6 +79,7 @@ class StreamDecider:
                 "catalog_file": _write_catalog(trace, root / "catalog.json"),
                 "policy": policy,
                 "clock": "event",
+                "try_once": try_once,
             },
         )
         self.stack = Stack(cfg).start(worker=False)

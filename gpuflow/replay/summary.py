@@ -9,7 +9,13 @@ import numpy as np
 from agents.replay.twin import Twin
 from gpuflow.replay.engine import ReplayResult
 
-__all__ = ["CARBON_G_PER_KWH", "allocation_series", "packing_figures", "summarize"]
+__all__ = [
+    "CARBON_G_PER_KWH",
+    "allocation_series",
+    "packing_figures",
+    "refusal_figures",
+    "summarize",
+]
 
 CARBON_G_PER_KWH = 400.0  # world-average grid intensity; traces carry no grid signal
 
@@ -111,13 +117,27 @@ def packing_figures(result: ReplayResult) -> dict[str, Any]:
         )
     whole = max((n.gpu_count for n in twin.nodes.values()), default=0)
     first = next(
-        (
-            r
-            for r in result.refusals
-            if whole > 1 and r["gpus"] >= whole and r.get("outcome") != "REJECTED"
-        ),
+        (r for r in result.refusals if whole > 1 and r["gpus"] >= whole and r["no_room"]),
         None,
     )
     out["whole_node_gpus"] = whole
+    out.update(refusal_figures(result))
     out["first_whole_node_refusal_alloc_rate"] = first["alloc_rate"] if first else None
     return out
+
+
+def refusal_figures(result: ReplayResult) -> dict[str, Any]:
+    """How many arrivals were refused and why: `refused` (jobs), of them `refused_no_room`
+    (would fit an emptier cluster) and `refused_never_fits`; `refused_by_filter`: refused jobs
+    by their decisive filter (the first of the placer's reasons: `capacity`, `gang`,
+    `host_resources`, `gpu_model`, ...)."""
+    by_filter: dict[str, int] = {}
+    for r in result.refusals:
+        by_filter[r["why"]] = by_filter.get(r["why"], 0) + 1
+    no_room = sum(1 for r in result.refusals if r["no_room"])
+    return {
+        "refused": len(result.refusals),
+        "refused_no_room": no_room,
+        "refused_never_fits": len(result.refusals) - no_room,
+        "refused_by_filter": dict(sorted(by_filter.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }

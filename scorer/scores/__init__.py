@@ -13,6 +13,7 @@ from scorer.scores.first_fit import FirstFitScore
 from scorer.scores.fragmentation import FragmentationScore, TaskMix
 from scorer.scores.load_balance import LoadBalanceScore
 from scorer.scores.memory_fit import MemoryFitScore
+from scorer.scores.model_pressure import ModelPressureScore
 from scorer.scores.porting import PortingScore
 from scorer.scores.topology import TopologyScore
 
@@ -28,6 +29,7 @@ __all__ = [
     "FragmentationScore",
     "LoadBalanceScore",
     "MemoryFitScore",
+    "ModelPressureScore",
     "PortingScore",
     "TaskMix",
     "TopologyScore",

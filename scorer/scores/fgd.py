@@ -1,36 +1,118 @@
 """Score: Fragmentation Gradient Descent (Weng et al., "Beware of Fragmentation", ATC '23).
 
-FGD places a task where the expected fragmentation (`scorer.fragmix`: FGD's measure, host CPU
-and memory included) grows least, against the target workload distribution learned online from
-the jobs this plugin has scored (each job counted once, no prior), so it follows the trace:
-score = 50 - 50 x (F_after - F_before) / requested milli, clipped to 0..100.
+FGD places a task where the expected fragmentation grows least. A node's fragmentation is
+FGD's measure (`scorer.fragmix`, host CPU and memory included) against the task mix the node
+faces (`scorer.scores.access`: the typical tasks that may use its GPU model; the free GPU of a
+node counts whole as fragment for the tasks that may not, as the artifact's "no access"). The
+mix is learned online from the GPU tasks this plugin has scored (each once, no prior).
+
+Which GPU a share takes: the one whose use grows fragmentation least (lowest index on a tie,
+as the artifact's `calculateGpuShareFragExtendScore`); whole GPUs: the lowest-index free ones
+(the artifact's `AllocateExclusiveGpuId`). A CPU-only task: the node where its host CPU and
+memory grow fragmentation least (`rank_host_only`). Ties between nodes: inventory order (the
+preset's first-fit tie-break). score = 50 - 50 x (F_after - F_before) / requested milli,
+clipped to 0..100.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from scorer.fragmix import FULL, LearnedMix, MixClasses, Profile, fragmentation
+from scorer.fragmix import FULL, MixClasses, Profile, fragmentation
 from scorer.framework import CycleContext
-from scorer.scores.fragmentation import NodeFragmentation, growth_score, placement_growth
+from scorer.scores.access import AccessMix
+from scorer.scores.fragmentation import NodeFragmentation, growth_score
+from scorer.state import ClusterState
+from scorer.types import JobSpec
 
-__all__ = ["NAME", "FgdScore", "expected_fragmentation"]
+__all__ = ["NAME", "FgdScore", "expected_fragmentation", "share_growth"]
 
 NAME = "fgd"
+_NO_FIT = np.inf
 
 
 class FgdScore:
     name = NAME
 
     def __init__(self) -> None:
-        self.mix = LearnedMix(prior=None)
-        self.before = NodeFragmentation()
+        self.mix = AccessMix()
+        self._before: dict[int, tuple[NodeFragmentation, MixClasses]] = {}  # by model index
 
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
-        job = ctx.job
-        self.mix.observe(job.job_id, job.gpu_count, job.gpu_milli, job.cpu_milli, job.memory_mib)
-        growth, requested = placement_growth(ctx, slots, self.mix, self.before)
+        job, s = ctx.job, ctx.state
+        self.mix.observe(job)
+        growth, requested = np.zeros(slots.shape[0]), np.zeros(slots.shape[0])
+        models = s.model[slots]
+        for m in np.unique(models):
+            at = np.flatnonzero(models == m)
+            classes, no_access = self.mix.for_model(s.models[int(m)])
+            part = slots[at]
+            now = self._now(s, part, classes, int(m))
+            if ctx.fractional:
+                grown = share_growth(s, part, job, classes, now).min(axis=1)
+                requested[at] = job.gpu_milli
+            else:
+                k = np.broadcast_to(np.asarray(ctx.gpus_taken(part)), (part.shape[0],))
+                taken = Profile.of_state(s, part).taking_whole(k, job.cpu_milli, job.memory_mib)
+                grown = fragmentation(taken, classes) - now
+                requested[at] = k * FULL
+            # the tasks that may not use this model count all free GPU here as fragment
+            growth[at] = grown - no_access * requested[at]
         return growth_score(growth, requested)
+
+    def choose_share(self, ctx: CycleContext, slot: int) -> int:
+        """The GPU of `slot` whose share grows fragmentation least (lowest index on a tie)."""
+        s, job = ctx.state, ctx.job
+        classes, _ = self.mix.for_model(s.models[int(s.model[slot])])
+        one = np.array([slot])
+        now = fragmentation(Profile.of_state(s, one), classes)
+        return int(np.argmin(share_growth(s, one, job, classes, now)[0]))
+
+    def choose_gpus(self, ctx: CycleContext, slot: int, k: int) -> tuple[int, ...]:
+        """The `k` lowest-index whole free GPUs (any k whole GPUs leave the same fragments)."""
+        s = ctx.state
+        whole = s.gpu_exists[slot] & s.gpu_ok[slot] & (s.free_milli[slot] == FULL)
+        return tuple(int(g) for g in np.flatnonzero(whole)[:k])
+
+    def rank_host_only(self, state: ClusterState, job: JobSpec, slots: np.ndarray) -> np.ndarray:
+        """Growth of each node's fragmentation if a CPU-only task takes its host share there
+        (lower first): a GPU node left without the CPU its GPUs' tasks need strands them."""
+        out = np.zeros(slots.shape[0])
+        models = state.model[slots]
+        for m in np.unique(models):
+            at = np.flatnonzero(models == m)
+            classes, _ = self.mix.for_model(state.models[int(m)])
+            before = Profile.of_state(state, slots[at])
+            after = before.taking_whole(np.zeros(at.shape[0], np.int64), job.cpu_milli,
+                                        job.memory_mib)  # fmt: skip
+            out[at] = fragmentation(after, classes) - fragmentation(before, classes)
+        return out
+
+    def _now(self, s: ClusterState, slots: np.ndarray, classes: MixClasses, m: int) -> np.ndarray:
+        """Each node's fragmentation now, cached per model; the cache knows a mix by its id,
+        so the mix it last saw is held here (a freed mix's id may come back for a new one)."""
+        cache, held = self._before.get(m, (None, None))
+        if cache is None or held is not classes:
+            cache = NodeFragmentation()
+            self._before[m] = (cache, classes)
+        return cache(s, slots, classes)
+
+
+def share_growth(
+    s: ClusterState, slots: np.ndarray, job: JobSpec, classes: MixClasses, now: np.ndarray
+) -> np.ndarray:
+    """Nodes x GPUs: fragmentation growth if the share goes to that GPU (inf: it does not fit)."""
+    before = Profile.of_state(s, slots)
+    free = np.where(s.gpu_exists[slots] & s.gpu_ok[slots], s.free_milli[slots], -1)
+    out = np.full(free.shape, _NO_FIT)
+    for g in range(free.shape[1]):
+        fits = free[:, g] >= job.gpu_milli
+        if not fits.any():
+            continue
+        x = np.where(fits, free[:, g], job.gpu_milli)
+        after = before.taking_share(x, job.gpu_milli, job.cpu_milli, job.memory_mib)
+        out[:, g] = np.where(fits, fragmentation(after, classes) - now, _NO_FIT)
+    return out
 
 
 def expected_fragmentation(free: np.ndarray, classes: dict[tuple[int, int], float]) -> np.ndarray:

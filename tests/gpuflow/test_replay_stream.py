@@ -72,3 +72,17 @@ def test_stream_engine_places_like_the_inprocess_engine(policy: str) -> None:
     b = summarize(slow, policy=policy, engine="stream")
     assert a["avg_jct_s"] == pytest.approx(b["avg_jct_s"]) and a["completed"] == 7
     assert any(d["outcome"] == "QUEUED" for d in fast.decisions)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(150)
+def test_stream_engine_tries_each_job_once_when_arrivals_only() -> None:
+    # the worker is started with worker.try_once: no queue, a REJECTED for want of room
+    trace = small_trace()
+    fast = replay_policy(trace, "gpuflow", engine="inprocess", arrivals_only=True)
+    slow = replay_policy(trace, "gpuflow", engine="stream", arrivals_only=True)
+    outcomes = [d["outcome"] for d in slow.decisions]
+    assert outcomes == [d["outcome"] for d in fast.decisions]
+    assert set(outcomes) == {"PLACED", "REJECTED"}
+    assert placements(slow) == placements(fast)
+    assert all(d.get("wait_reason") for d in slow.decisions if d["outcome"] == "REJECTED")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scorer import Assignment, ClusterState, JobSpec, NodeSpec, job_weights, make_placer
+from scorer import Assignment, ClusterState, JobSpec, NodeSpec, Placer, job_weights, make_placer
 from scorer.weights import TIGHT_CAP, under_load
 
 BASE = {"compute": 30.0, "cost": 22.5, "fragmentation": 15.0, "load_balance": 3.0}
@@ -66,9 +66,28 @@ def _state(full_k80_nodes: int) -> ClusterState:
 def test_a_tight_cluster_keeps_whole_nodes_over_the_faster_gpu(
     full_nodes: int, free_share: float, chosen: str
 ) -> None:
+    # the default scores weighed together (the gpuflow preset packs first: below)
     state = _state(full_nodes)
-    placer = make_placer("gpuflow", state)
+    placer = Placer(state)
     assert placer._free_share(state.slots()) == pytest.approx(free_share)
     result = placer.place(JobSpec("j"))
     assert result.placed
     assert result.assignments[0].node_id == chosen
+
+
+@pytest.mark.parametrize("full_nodes", [0, 2, 10])
+def test_the_gpuflow_preset_packs_first_at_any_load(full_nodes: int) -> None:
+    # once 4-GPU gangs have been seen, breaking up the whole V100 node strands it for them:
+    # the P100's last GPU, however empty the cluster; with no gang seen the V100 is as good
+    # a pack, and its speed decides
+    state = _state(full_nodes)
+    placer = make_placer("gpuflow", state)
+    assert placer.place(JobSpec("first")).assignments[0].node_id == "v"
+    placer.place(JobSpec("gang", gpu_count=4))  # seen (and placed on v, not reserved)
+    assert placer.place(JobSpec("j")).assignments[0].node_id == "p"
+
+
+def test_model_pressure_weighs_less_as_the_cluster_fills() -> None:
+    # 30 x f: half free -> 15, full -> 0 (what is left is packed, whoever asks)
+    assert under_load({"model_pressure": 30.0}, 0.5) == {"model_pressure": 15.0}
+    assert under_load({"model_pressure": 30.0}, 0.0) == {"model_pressure": 0.0}
