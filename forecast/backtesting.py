@@ -16,13 +16,14 @@ import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from forecast.base import FitContext, Fitted, Forecaster
 from forecast.errors import ForecastError, ModelUnavailableError, SeriesTooShortError
 from forecast.metrics import mase_scales, smape_terms
-from forecast.selection import SelectionConfig, choose, window_scores
+from forecast.selection import COMBINATIONS, SelectionConfig, choose, combine, window_scores
 from forecast.series import Series, season_length
 
 __all__ = [
@@ -219,7 +220,8 @@ def _score(
 ) -> BacktestResult:
     names = tuple(runs)
     y, n = series.values, len(series)
-    window, min_count = config.selection.resolved(season, config.stride)
+    sel = config.selection
+    window, min_count, half_life = sel.resolved(season, config.stride)
     scales = mase_scales(y, origins, season)
     all_steps = range(1, max(config.horizons) + 1)
     scaled = {h: _scaled_errors(y, runs, names, origins, h, scales) for h in all_steps}
@@ -227,18 +229,60 @@ def _score(
     picks: dict[int, np.ndarray] = {}
     choices = []
     end = np.array([n])
+    rule = {
+        "window": window,
+        "min_count": min_count,
+        "half_life": half_life,
+        "margin": sel.margin,
+        "confidence": sel.confidence,
+        "block": max(1, season // config.stride),
+    }
     for h in config.horizons:
-        pick = choose(scaled[h], origins, h, origins, window=window, min_count=min_count)
+        cands, stack, err = _candidates(y, runs, names, origins, h, scaled[h], scales, sel, rule)
+        default = cands.index(sel.default) if sel.default in cands else -1
+        pick = choose(err, origins, h, origins, **rule, default=default)
         picks[h] = pick
-        rows.extend(_rows(y, runs, names, origins, h, scaled[h], pick))
-        choices.append(_choice(names, scaled[h], origins, h, end, window, min_count))
+        rows.extend(_rows(y, cands, origins, h, err, stack, pick))
+        choices.append(_choice(cands, err, origins, h, end, rule, default))
     with warnings.catch_warnings():  # origins whose every target is still ahead: NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         path = np.nanmean(np.stack([scaled[h] for h in all_steps]), axis=0)
-    path_choice = _choice(names, path, origins, max(all_steps), end, window, min_count)
+    default = names.index(sel.default) if sel.default in names else -1
+    path_choice = _choice(names, path, origins, max(all_steps), end, rule, default)
     return BacktestResult(
         tuple(rows), tuple(choices), path_choice, origins, picks, names, season, runs, notes
     )
+
+
+def _candidates(
+    y: np.ndarray,
+    runs: Mapping[str, ModelRun],
+    names: tuple[str, ...],
+    origins: np.ndarray,
+    h: int,
+    scaled: np.ndarray,
+    scales: np.ndarray,
+    sel: SelectionConfig,
+    rule: Mapping[str, Any],
+) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """The models and their combinations at step h: names, (3, candidates, origins) point,
+    lower, upper, and (candidates, origins) scaled errors."""
+    stack = np.stack(
+        [
+            [runs[m].point[:, h - 1], runs[m].lower[:, h - 1], runs[m].upper[:, h - 1]]
+            for m in names
+        ],
+        axis=1,
+    )
+    if sel.best < 2 or len(names) < 3:
+        return names, stack, scaled
+    mean, count = window_scores(scaled, origins, h, origins, rule["window"], rule["half_life"])
+    combos = combine(stack, mean, count, min_count=rule["min_count"], best=sel.best)
+    stack = np.concatenate([stack, np.stack(combos, axis=1)], axis=1)
+    target = origins + h - 1
+    actual = np.where(target < len(y), y[np.minimum(target, len(y) - 1)], np.nan)
+    extra = np.stack([np.abs(actual - c[0]) / scales for c in combos])
+    return (*names, *COMBINATIONS), stack, np.concatenate([scaled, extra])
 
 
 def _scaled_errors(
@@ -257,27 +301,22 @@ def _scaled_errors(
 
 def _rows(
     y: np.ndarray,
-    runs: Mapping[str, ModelRun],
     names: Sequence[str],
     origins: np.ndarray,
     h: int,
     scaled: np.ndarray,
+    stack: np.ndarray,
     pick: np.ndarray,
 ) -> list[ScoreRow]:
+    """A row per candidate and one for the selection, over the origins the selection chose at."""
     target = origins + h - 1
     scored = (pick >= 0) & (target < len(y))
     actual = y[target[scored]]
-    out = []
-    points = {m: runs[m].point[scored, h - 1] for m in names}
-    for i, m in enumerate(names):
-        lo, hi = runs[m].lower[scored, h - 1], runs[m].upper[scored, h - 1]
-        out.append(_row(m, h, actual, points[m], scaled[i, scored], lo, hi))
+    at = np.flatnonzero(scored)
+    out = [_row(m, h, actual, *stack[:, i, scored], scaled[i, scored]) for i, m in enumerate(names)]
     chosen = pick[scored]
-    sel_point = np.array([points[names[c]][j] for j, c in enumerate(chosen)])
-    sel_scaled = scaled[chosen, np.flatnonzero(scored)]
-    sel_lo = np.array([runs[names[c]].lower[scored, h - 1][j] for j, c in enumerate(chosen)])
-    sel_hi = np.array([runs[names[c]].upper[scored, h - 1][j] for j, c in enumerate(chosen)])
-    out.append(_row(SELECTED, h, actual, sel_point, sel_scaled, sel_lo, sel_hi))
+    sel = stack[:, chosen, at]
+    out.append(_row(SELECTED, h, actual, *sel, scaled[chosen, at]))
     return out
 
 
@@ -286,9 +325,9 @@ def _row(
     h: int,
     actual: np.ndarray,
     point: np.ndarray,
-    scaled: np.ndarray,
     lower: np.ndarray,
     upper: np.ndarray,
+    scaled: np.ndarray,
 ) -> ScoreRow:
     ok = np.isfinite(point)
     if not ok.any():
@@ -311,10 +350,10 @@ def _choice(
     origins: np.ndarray,
     h: int,
     at: np.ndarray,
-    window: int,
-    min_count: int,
+    rule: Mapping[str, Any],
+    default: int,
 ) -> Choice:
-    best = choose(scaled, origins, h, at, window=window, min_count=min_count)[0]
-    mean, count = window_scores(scaled, origins, h, at, window)
+    best = choose(scaled, origins, h, at, **rule, default=default)[0]
+    mean, count = window_scores(scaled, origins, h, at, rule["window"], rule["half_life"])
     scores = {m: float(mean[i, 0]) for i, m in enumerate(names) if np.isfinite(mean[i, 0])}
     return Choice(h, names[best] if best >= 0 else None, scores, int(count.max(initial=0)))
