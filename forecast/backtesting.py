@@ -109,11 +109,13 @@ class BacktestResult:
     choices: tuple[Choice, ...]  # one per horizon, for live use
     path_choice: Choice  # best over every step 1..max(horizons): what a forecast path uses
     origins: np.ndarray
-    picks: Mapping[int, np.ndarray]  # horizon -> model index chosen at each origin (-1 none)
+    picks: Mapping[int, np.ndarray]  # horizon -> candidate index chosen at each origin (-1 none)
     models: tuple[str, ...]
     season: int
     runs: Mapping[str, ModelRun]  # each model's forecasts from every origin
     notes: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()  # what picks index: the models, then any combinations
+    selected: Mapping[int, np.ndarray] = field(default_factory=dict)  # h -> selected points
 
     def row(self, model: str, horizon: int) -> ScoreRow | None:
         return next((r for r in self.rows if r.model == model and r.horizon_steps == horizon), None)
@@ -227,6 +229,8 @@ def _score(
     scaled = {h: _scaled_errors(y, runs, names, origins, h, scales) for h in all_steps}
     rows: list[ScoreRow] = []
     picks: dict[int, np.ndarray] = {}
+    selected: dict[int, np.ndarray] = {}
+    cands: tuple[str, ...] = names
     choices = []
     end = np.array([n])
     rule = {
@@ -242,6 +246,9 @@ def _score(
         default = cands.index(sel.default) if sel.default in cands else -1
         pick = choose(err, origins, h, origins, **rule, default=default)
         picks[h] = pick
+        at = np.flatnonzero(pick >= 0)
+        selected[h] = np.full(len(origins), np.nan)
+        selected[h][at] = stack[0, pick[at], at]
         rows.extend(_rows(y, cands, origins, h, err, stack, pick))
         choices.append(_choice(cands, err, origins, h, end, rule, default))
     with warnings.catch_warnings():  # origins whose every target is still ahead: NaN
@@ -250,7 +257,17 @@ def _score(
     default = names.index(sel.default) if sel.default in names else -1
     path_choice = _choice(names, path, origins, max(all_steps), end, rule, default)
     return BacktestResult(
-        tuple(rows), tuple(choices), path_choice, origins, picks, names, season, runs, notes
+        tuple(rows),
+        tuple(choices),
+        path_choice,
+        origins,
+        picks,
+        names,
+        season,
+        runs,
+        notes,
+        cands,
+        selected,
     )
 
 

@@ -93,7 +93,7 @@ class LagRidge:
 
     name = NAME
 
-    def __init__(self, *, ridge: float = 1.0, refit_every_seasons: float = 1.0) -> None:
+    def __init__(self, *, ridge: float = 0.01, refit_every_seasons: float = 1.0) -> None:
         if ridge < 0:
             raise ValueError("ridge must be >= 0")
         if refit_every_seasons < 0:
