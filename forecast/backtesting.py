@@ -16,7 +16,6 @@ import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -212,6 +211,40 @@ def backtest(
     return _score(series, runs, origins, config, season, tuple(notes))
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """The selection rule resolved for one backtest (`forecast.selection.choose`)."""
+
+    window: int
+    min_count: int
+    half_life: float
+    margin: float
+    confidence: float
+    block: int  # origins in a day
+
+    def choose(
+        self, scaled: np.ndarray, origins: np.ndarray, h: int, at: np.ndarray, default: int
+    ) -> np.ndarray:
+        return choose(
+            scaled,
+            origins,
+            h,
+            at,
+            window=self.window,
+            min_count=self.min_count,
+            half_life=self.half_life,
+            default=default,
+            margin=self.margin,
+            confidence=self.confidence,
+            block=max(1, self.block),
+        )
+
+    def scores(
+        self, scaled: np.ndarray, origins: np.ndarray, h: int, at: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return window_scores(scaled, origins, h, at, self.window, self.half_life)
+
+
 def _score(
     series: Series,
     runs: Mapping[str, ModelRun],
@@ -233,18 +266,11 @@ def _score(
     cands: tuple[str, ...] = names
     choices = []
     end = np.array([n])
-    rule = {
-        "window": window,
-        "min_count": min_count,
-        "half_life": half_life,
-        "margin": sel.margin,
-        "confidence": sel.confidence,
-        "block": max(1, season // config.stride),
-    }
+    rule = _Rule(window, min_count, half_life, sel.margin, sel.confidence, season // config.stride)
     for h in config.horizons:
         cands, stack, err = _candidates(y, runs, names, origins, h, scaled[h], scales, sel, rule)
         default = cands.index(sel.default) if sel.default in cands else -1
-        pick = choose(err, origins, h, origins, **rule, default=default)
+        pick = rule.choose(err, origins, h, origins, default)
         picks[h] = pick
         at = np.flatnonzero(pick >= 0)
         selected[h] = np.full(len(origins), np.nan)
@@ -280,7 +306,7 @@ def _candidates(
     scaled: np.ndarray,
     scales: np.ndarray,
     sel: SelectionConfig,
-    rule: Mapping[str, Any],
+    rule: _Rule,
 ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
     """The models and their combinations at step h: names, (3, candidates, origins) point,
     lower, upper, and (candidates, origins) scaled errors."""
@@ -293,8 +319,8 @@ def _candidates(
     )
     if sel.best < 2 or len(names) < 3:
         return names, stack, scaled
-    mean, count = window_scores(scaled, origins, h, origins, rule["window"], rule["half_life"])
-    combos = combine(stack, mean, count, min_count=rule["min_count"], best=sel.best)
+    mean, count = rule.scores(scaled, origins, h, origins)
+    combos = combine(stack, mean, count, min_count=rule.min_count, best=sel.best)
     stack = np.concatenate([stack, np.stack(combos, axis=1)], axis=1)
     target = origins + h - 1
     actual = np.where(target < len(y), y[np.minimum(target, len(y) - 1)], np.nan)
@@ -330,10 +356,13 @@ def _rows(
     scored = (pick >= 0) & (target < len(y))
     actual = y[target[scored]]
     at = np.flatnonzero(scored)
-    out = [_row(m, h, actual, *stack[:, i, scored], scaled[i, scored]) for i, m in enumerate(names)]
+    out = []
+    for i, m in enumerate(names):
+        point, lower, upper = stack[0, i, scored], stack[1, i, scored], stack[2, i, scored]
+        out.append(_row(m, h, actual, point, lower, upper, scaled[i, scored]))
     chosen = pick[scored]
-    sel = stack[:, chosen, at]
-    out.append(_row(SELECTED, h, actual, *sel, scaled[chosen, at]))
+    point, lower, upper = stack[0, chosen, at], stack[1, chosen, at], stack[2, chosen, at]
+    out.append(_row(SELECTED, h, actual, point, lower, upper, scaled[chosen, at]))
     return out
 
 
@@ -367,10 +396,10 @@ def _choice(
     origins: np.ndarray,
     h: int,
     at: np.ndarray,
-    rule: Mapping[str, Any],
+    rule: _Rule,
     default: int,
 ) -> Choice:
-    best = choose(scaled, origins, h, at, **rule, default=default)[0]
-    mean, count = window_scores(scaled, origins, h, at, rule["window"], rule["half_life"])
+    best = rule.choose(scaled, origins, h, at, default)[0]
+    mean, count = rule.scores(scaled, origins, h, at)
     scores = {m: float(mean[i, 0]) for i, m in enumerate(names) if np.isfinite(mean[i, 0])}
     return Choice(h, names[best] if best >= 0 else None, scores, int(count.max(initial=0)))

@@ -40,10 +40,10 @@ def test_backtest_json_lists_every_model_and_the_selection(tmp_path: Path) -> No
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
+    models = ("seasonal_naive", "holt_winters", "lstm", "prophet", "mstl", "lag_ridge")
+    combinations = ("median_best", "weighted_best")
     assert {(r["model"], r["horizon_steps"]) for r in rows} == {
-        (m, h)
-        for m in ("seasonal_naive", "holt_winters", "lstm", "prophet", "selected")
-        for h in (1, 6)
+        (m, h) for m in (*models, *combinations, "selected") for h in (1, 6)
     }
     for row in rows:
         assert set(row) == {"model", "horizon_steps", "smape", "mase", "origins"}
