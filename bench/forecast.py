@@ -190,7 +190,6 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             csv = write_series_csv(cli_series.series, Path(tmp) / f"{_CLI_SERIES}.csv")
             out["cli"] = _time_cli(csv, args.horizons)
-        out["cli"]["met"] = out["cli"]["met"]
         print(
             f"command: {out['cli']['wall_s']} s wall, {out['cli']['cpu_s']} s CPU, "
             f"load {out['cli']['loadavg_before']}"
