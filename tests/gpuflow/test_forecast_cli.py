@@ -156,3 +156,21 @@ def test_a_series_from_the_history(tmp_path: Path) -> None:
         assert row["point"] == 4 + ((row["ts"] - 86_400) // 3600) % 4
     missing = runner.invoke(app, [*args[:2], "mars", *args[3:]])
     assert missing.exit_code == 2 and "no gpus_in_use history for mars/*" in missing.output
+
+
+def test_the_command_scores_the_selection_the_library_does(tmp_path: Path) -> None:
+    """`--backtest --json` is `forecast.backtest` with its default selection, row for row."""
+    from forecast import BacktestConfig, backtest, build, read_series_csv
+
+    csv = _csv(tmp_path, days=12)
+    names = ("seasonal_naive", "holt_winters", "mstl", "lag_ridge")
+    args = ["forecast", "--series-csv", str(csv), "--backtest", "--json", "--horizons", "1,24"]
+    result = runner.invoke(app, [*args, "--models", ",".join(names)])
+    assert result.exit_code == 0, result.output
+    got = {(r["model"], r["horizon_steps"]): r for r in json.loads(result.stdout)}
+    expected = backtest(
+        read_series_csv(csv), {n: build(n) for n in names}, BacktestConfig(horizons=(1, 24))
+    )
+    assert len(got) == len(expected.rows) == 2 * (len(names) + 3)
+    for row in expected.rows:
+        assert got[(row.model, row.horizon_steps)] == row.as_json()
