@@ -46,6 +46,37 @@ def _slice(series: Series, first_day: int, name: str) -> Series:
     return Series(series.start_s + lo * series.step_s, series.step_s, values, name=name)
 
 
+def _checks() -> list[BenchSeries]:
+    """Generated series added after the selection was designed, to check it on unseen ones."""
+    others = (
+        DemandShape(
+            days=_DAYS,
+            seed=21,
+            off_day_level=0.95,
+            ar_noise=0.025,
+            bursts_per_week=6.0,
+            level_shifts=((9.5, -0.2), (22.0, 0.3)),
+            missing=0.02,
+        ),
+        DemandShape(
+            days=_DAYS,
+            seed=22,
+            start="2025-04-28T00:00:00+00:00",
+            holidays=tuple(f"2025-05-0{d}" for d in range(1, 6)),
+            level_shifts=((16.0, 0.15),),
+        ),
+        DemandShape(
+            days=_DAYS, seed=23, off_day_level=0.6, noise=0.04, growth_per_day=-0.003, missing=0.04
+        ),
+    )
+    return [
+        BenchSeries(
+            f"synthetic_check{i}", demand_series(shape), False, f"forecast.synthetic: {shape}"
+        )
+        for i, shape in enumerate(others, start=1)
+    ]
+
+
 def _generated() -> list[BenchSeries]:
     shifts = DemandShape(
         days=_DAYS,
@@ -70,6 +101,7 @@ def _generated() -> list[BenchSeries]:
         BenchSeries("synthetic_demand", read_series_csv(EXAMPLE), False, "examples/demand.csv"),
         BenchSeries("synthetic_shifts", demand_series(shifts), False, f"{gen}: {shifts}"),
         BenchSeries("synthetic_fleet", demand_series(fleet), False, f"{gen}: {fleet}"),
+        *_checks(),
     ]
 
 
