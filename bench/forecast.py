@@ -3,11 +3,11 @@
     .venv/bin/python bench/forecast.py [--series NAME,...] [--horizons 1,24] [--no-cli] [--out F]
 
 Runs the rolling-origin backtest (`forecast.backtest`, the same call `gpuflow forecast
---backtest` makes) on every series of `bench/_forecast_series.py`: three generated months
+--backtest` makes) on every series of `bench/_forecast_series.py`: six generated months
 (`forecast.synthetic`: the committed example, one with level shifts, holidays and missing
 points, one like an inference fleet with weak weekends and a holiday week, and three more
-added after the selection was designed, to check it on series it was not built on) and three months
-of real half-hourly electricity demand averaged to hours (bench/data/README.md). It reports
+added after the selection was designed, to check it on series it was not built on) and
+three months of real half-hourly electricity demand averaged to hours (bench/data/README.md). It reports
 sMAPE, MASE, interval coverage and scored origins per model and horizon, and times the command
 on a month of the real series (wall and CPU seconds, the load average beside them).
 
