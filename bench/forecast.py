@@ -7,9 +7,9 @@ Runs the rolling-origin backtest (`forecast.backtest`, the same call `gpuflow fo
 (`forecast.synthetic`: the committed example, one with level shifts, holidays and missing
 points, one like an inference fleet with weak weekends and a holiday week, and three more
 added after the selection was designed, to check it on series it was not built on) and
-three months of real half-hourly electricity demand averaged to hours (bench/data/README.md). It reports
-sMAPE, MASE, interval coverage and scored origins per model and horizon, and times the command
-on a month of the real series (wall and CPU seconds, the load average beside them).
+three months of real half-hourly electricity demand averaged to hours (bench/data/README.md).
+It reports sMAPE, MASE, interval coverage and scored origins per model and horizon, and times
+the command on a month of the real series (wall and CPU seconds, the load average beside them).
 
 Targets (issue 35), on every series: `selected` MASE <= 1.02 x `holt_winters` at 1 and 24
 steps; on the weekly-seasonal ones (`weekly_strength` >= 0.25) at least 10 % below it at 24
