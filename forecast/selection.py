@@ -39,9 +39,11 @@ class SelectionConfig:
     Errors of neighbouring origins are strongly correlated (the same hours, the same burst),
     so a record of one day is a handful of independent samples: two days are asked for, and
     a model leaves the default only on a gain that holds across the window's days.
-    Measured on the bench's six series (docs/forecasting.md): without the confidence test
-    the selection lost up to 6 % to Holt-Winters on a noisy series for many a margin and
-    half-life; with 1.5 to 2.5 standard errors, at most 1.1 % over every one tried.
+    Measured on the bench's series (docs/forecasting.md): without the confidence test the
+    selection lost up to 6 % to Holt-Winters on a noisy series for many a margin and
+    half-life; with a normal threshold it still lost 3 % on series added later, where it left
+    Holt-Winters on three days' evidence; with Student's t at 2 standard errors, at most
+    1.5 % on all nine for half-lives of one to seven days (three days: 0.8 %).
     """
 
     window: int | None = None
