@@ -3,8 +3,10 @@
 GPUs in demand on a platform's region, per interval: a level with a slow trend (the platform
 grows), a working-day diurnal shape (low before dawn, a morning ramp, an afternoon peak),
 weekends and public holidays at a lower level with a flatter day, persistent deviations
-(AR(1): a busy day stays busy for a while), white noise, and bursts (a large training run
-lands, holds its GPUs for hours, and leaves). Regenerate the example with
+(AR(1): a busy day stays busy for a while), white noise, bursts (a large training run
+lands, holds its GPUs for hours, and leaves), level shifts (a tenant moves in or out for
+good) and, with `missing`, runs of points that never arrived (`with_gaps`: the series as a
+reader sees it, gaps filled and marked). Regenerate the example with
 
     python -m forecast.synthetic --out examples/demand.csv
 """
@@ -17,9 +19,9 @@ from datetime import UTC, date, datetime
 
 import numpy as np
 
-from forecast.series import DAY_S, Series, write_series_csv
+from forecast.series import DAY_S, Series, regularize, write_series_csv
 
-__all__ = ["DemandShape", "demand_series", "main"]
+__all__ = ["DemandShape", "demand_series", "main", "with_gaps"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class DemandShape:
     burst_share: tuple[float, float] = (0.05, 0.20)  # GPUs a burst holds, share of the level
     burst_hours: tuple[float, float] = (4.0, 36.0)
     holidays: tuple[str, ...] = ("2025-04-04", "2025-04-05", "2025-04-06")
+    level_shifts: tuple[tuple[float, float], ...] = ()  # (day, share of the level) for good
+    missing: float = 0.0  # share of points lost, in runs of 1..6 (see `with_gaps`)
     seed: int = 12
 
 
@@ -89,8 +93,28 @@ def demand_series(shape: DemandShape | None = None) -> Series:
     innov = rng.normal(0.0, shape.ar_noise * np.sqrt(shape.step_s / 3600.0), n)
     for i in range(1, n):
         slow[i] = phi * slow[i - 1] + innov[i]
-    values = base * (1.0 + slow) + _bursts(shape, n, rng) + rng.normal(0.0, shape.noise, n) * grow
-    return Series(start, shape.step_s, np.maximum(values, 0.0), name="demand")
+    shifts = np.zeros(n)
+    for day, share in shape.level_shifts:
+        shifts[ts >= start + day * DAY_S] += share
+    values = (
+        base * (1.0 + slow + shifts)
+        + _bursts(shape, n, rng)
+        + rng.normal(0.0, shape.noise, n) * grow
+    )
+    series = Series(start, shape.step_s, np.maximum(values, 0.0), name="demand")
+    return with_gaps(series, shape.missing, rng) if shape.missing > 0 else series
+
+
+def with_gaps(series: Series, share: float, rng: np.random.Generator) -> Series:
+    """The series with about `share` of its points lost in runs of 1..6, then regularized
+    as `read_series_csv` would (interpolated, marked as filled); never the first or last."""
+    n = len(series)
+    lost = np.zeros(n, dtype=bool)
+    while lost.mean() < share:
+        begin = int(rng.integers(1, n - 7))
+        lost[begin : begin + int(rng.integers(1, 7))] = True
+    ts = series.timestamps()[~lost]
+    return regularize(ts, series.values[~lost], step_s=series.step_s, name=series.name)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,6 +6,8 @@
 | holt_winters | short: the next hour in 5-minute steps | statsmodels |
 | lstm | medium: the next day, hourly | torch (CPU) |
 | prophet | long: the next week, hourly, with holidays | prophet |
+| mstl | a daily and a weekly season (MSTL), damped Holt on the rest | statsmodels |
+| lag_ridge | direct multi-step ridge on daily and weekly lags | numpy |
 """
 
 from __future__ import annotations
@@ -16,11 +18,23 @@ from typing import Any
 from forecast.base import Forecaster
 from forecast.errors import ForecastError
 from forecast.models.holt_winters import HoltWinters
+from forecast.models.lag_ridge import LagRidge
 from forecast.models.lstm import Lstm
+from forecast.models.mstl import Mstl
 from forecast.models.prophet import ProphetModel
 from forecast.models.seasonal_naive import SeasonalNaive
 
-__all__ = ["BASELINE", "MODELS", "HoltWinters", "Lstm", "ProphetModel", "SeasonalNaive", "build"]
+__all__ = [
+    "BASELINE",
+    "MODELS",
+    "HoltWinters",
+    "LagRidge",
+    "Lstm",
+    "Mstl",
+    "ProphetModel",
+    "SeasonalNaive",
+    "build",
+]
 
 BASELINE = "seasonal_naive"
 
@@ -29,6 +43,8 @@ MODELS: dict[str, Callable[..., Forecaster]] = {
     "holt_winters": HoltWinters,
     "lstm": Lstm,
     "prophet": ProphetModel,
+    "mstl": Mstl,
+    "lag_ridge": LagRidge,
 }
 
 

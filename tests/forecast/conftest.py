@@ -51,5 +51,7 @@ def four_weeks_backtest() -> tuple[Series, object]:
         "holt_winters": build("holt_winters", refit_every_seasons=7),
         "lstm": build("lstm", epochs=10),
         "prophet": build("prophet", refit_every_seasons=7),
+        "mstl": build("mstl", refit_every_seasons=7),
+        "lag_ridge": build("lag_ridge", refit_every_seasons=7),
     }
     return series, backtest(series, models, BacktestConfig(horizons=(1, 24), stride=3))

@@ -21,7 +21,9 @@ def _mase(result: BacktestResult, model: str, horizon: int) -> float:
     return row.mase
 
 
-@pytest.mark.parametrize("model", ["holt_winters", "lstm", "prophet", SELECTED])
+@pytest.mark.parametrize(
+    "model", ["holt_winters", "lstm", "prophet", "mstl", "lag_ridge", SELECTED]
+)
 def test_every_model_beats_seasonal_naive_one_step_ahead(
     four_weeks_backtest: tuple[Series, BacktestResult], model: str
 ) -> None:
@@ -29,17 +31,18 @@ def test_every_model_beats_seasonal_naive_one_step_ahead(
     assert _mase(result, model, 1) < _mase(result, BASE, 1)
 
 
-@pytest.mark.parametrize("model", ["lstm", "prophet"])
+@pytest.mark.parametrize("model", ["lstm", "prophet", "mstl", "lag_ridge", SELECTED])
 def test_the_day_ahead_models_beat_seasonal_naive_a_day_ahead(
     four_weeks_backtest: tuple[Series, BacktestResult], model: str
 ) -> None:
     # Holt-Winters keeps one daily season, so weekends cost it as much as the baseline here;
-    # the LSTM (off-day profile) and Prophet (weekly seasonality) model them.
+    # the LSTM (off-day profile), Prophet and MSTL (weekly seasonality) and the ridge (a week's
+    # lag) model them, and the selection finds one that does.
     _, result = four_weeks_backtest
     assert _mase(result, model, 24) < _mase(result, BASE, 24)
 
 
-@pytest.mark.parametrize("model", [BASE, "holt_winters", "lstm", "prophet"])
+@pytest.mark.parametrize("model", [BASE, "holt_winters", "lstm", "prophet", "mstl", "lag_ridge"])
 def test_intervals_cover_about_their_nominal_share(
     four_weeks_backtest: tuple[Series, BacktestResult], model: str
 ) -> None:
@@ -101,6 +104,24 @@ def test_holt_winters_updates_as_statsmodels_filters(seasonal: Callable[..., Ser
     phi = p["damping_trend"]
     textbook = known.level[-1] + (phi ** np.arange(1, 25)).sum() * known.trend[-1]
     assert ours[23] == pytest.approx(textbook + known.season[-1], abs=1e-8)
+
+
+@pytest.mark.parametrize(("name", "within"), [("mstl", 0.15), ("lag_ridge", 0.15)])
+def test_the_two_season_models_forecast_a_weekend_they_have_seen(
+    seasonal: Callable[..., Series], name: str, within: float
+) -> None:
+    """Noiseless days and weekends: a day ahead into Saturday, off by a small share of the
+    weekend dip (Holt-Winters, one daily season, misses most of it: the control)."""
+    series = seasonal(days=26, noise=0.0)  # ends on a Friday night
+    ctx = FitContext(horizon=24, season=24)
+    truth = seasonal(days=27, noise=0.0).values[-24:]
+    fitted = build(name).fit(series.head(len(series) - 24), ctx)
+    fitted.update(series.values[-24:])  # the last day arrives without a refit
+    assert fitted.seen == len(series)
+    point = fitted.forecast(24).point
+    assert np.abs(point - truth).max() < within * 15.0, (name, point - truth)
+    control = build("holt_winters").fit(series, ctx).forecast(24).point
+    assert np.abs(control - truth).max() > 0.5 * 15.0
 
 
 def test_seasonal_naive_copies_the_last_season() -> None:

@@ -34,3 +34,18 @@ def test_same_seed_same_series_other_seed_other_series() -> None:
     a, b = demand_series(), demand_series()
     c = demand_series(DemandShape(seed=13))
     assert np.array_equal(a.values, b.values) and not np.array_equal(a.values, c.values)
+
+
+def test_level_shifts_move_the_level_for_good_and_gaps_are_filled_and_marked() -> None:
+    plain = demand_series(DemandShape(days=14, seed=3))
+    shifted = demand_series(DemandShape(days=14, seed=3, level_shifts=((7.0, 0.5),)))
+    before, after = slice(0, 7 * 24), slice(7 * 24, None)
+    assert np.array_equal(plain.values[before], shifted.values[before])
+    ratio = shifted.values[after].mean() / plain.values[after].mean()
+    assert 1.4 < ratio < 1.6
+    gappy = demand_series(DemandShape(days=14, seed=3, missing=0.05))
+    assert len(gappy) == len(plain) and gappy.gaps > 3
+    assert 0.05 <= gappy.filled.mean() < 0.08
+    kept = ~gappy.filled
+    assert np.array_equal(gappy.values[kept], plain.values[kept])  # only the lost points differ
+    assert not np.array_equal(gappy.values, plain.values)

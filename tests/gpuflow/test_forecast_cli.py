@@ -40,10 +40,10 @@ def test_backtest_json_lists_every_model_and_the_selection(tmp_path: Path) -> No
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
+    models = ("seasonal_naive", "holt_winters", "lstm", "prophet", "mstl", "lag_ridge")
+    combinations = ("median_best", "weighted_best")
     assert {(r["model"], r["horizon_steps"]) for r in rows} == {
-        (m, h)
-        for m in ("seasonal_naive", "holt_winters", "lstm", "prophet", "selected")
-        for h in (1, 6)
+        (m, h) for m in (*models, *combinations, "selected") for h in (1, 6)
     }
     for row in rows:
         assert set(row) == {"model", "horizon_steps", "smape", "mase", "origins"}
@@ -156,3 +156,21 @@ def test_a_series_from_the_history(tmp_path: Path) -> None:
         assert row["point"] == 4 + ((row["ts"] - 86_400) // 3600) % 4
     missing = runner.invoke(app, [*args[:2], "mars", *args[3:]])
     assert missing.exit_code == 2 and "no gpus_in_use history for mars/*" in missing.output
+
+
+def test_the_command_scores_the_selection_the_library_does(tmp_path: Path) -> None:
+    """`--backtest --json` is `forecast.backtest` with its default selection, row for row."""
+    from forecast import BacktestConfig, backtest, build, read_series_csv
+
+    csv = _csv(tmp_path, days=12)
+    names = ("seasonal_naive", "holt_winters", "mstl", "lag_ridge")
+    args = ["forecast", "--series-csv", str(csv), "--backtest", "--json", "--horizons", "1,24"]
+    result = runner.invoke(app, [*args, "--models", ",".join(names)])
+    assert result.exit_code == 0, result.output
+    got = {(r["model"], r["horizon_steps"]): r for r in json.loads(result.stdout)}
+    expected = backtest(
+        read_series_csv(csv), {n: build(n) for n in names}, BacktestConfig(horizons=(1, 24))
+    )
+    assert len(got) == len(expected.rows) == 2 * (len(names) + 3)
+    for row in expected.rows:
+        assert got[(row.model, row.horizon_steps)] == row.as_json()
