@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from infra.topics import DECISIONS_PREEMPTION, JOBS_EVENTS
 from schemas.registry import EventSchema
 from schemas.signing import Verifier
+from streams.lifecycle import job_of
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.outcomes import final_decision
 from streams.tenancy import HOLD
@@ -130,7 +131,7 @@ class Cancels:
         s.reservations[job_id] = {
             "region": region, "epoch": epoch, "placed_ts": s.clock(), "released": True,
             "ended": "CANCELLED", "ended_ts": now_ms(), "cancelled": True,
-        }  # fmt: skip
+        } | job_of({"routed": routed})  # fmt: skip
         s.released.add(region, [job_id])
         log.info("queued job cancelled job_id=%s", job_id)
         return [

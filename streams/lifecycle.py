@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "end_placement",
     "force_evict",
+    "job_of",
     "on_job_event",
     "released_marker",
     "requeue",
@@ -115,8 +116,19 @@ def released_marker(entry: Mapping[str, Any], ended: str = "") -> dict[str, Any]
     minute ago: 100 jobs/s for a 10-minute horizon is 60,000 of them)."""
     marker = {k: entry[k] for k in MARKER_FIELDS if k in entry} | {"released": True}
     if ended:  # the job is over (FINISHED, FAILED, TIMEOUT, CANCELLED): `gpuflow jobs` says so
-        marker |= {"ended": ended, "ended_ts": int(time.time() * 1000)}
+        marker |= {"ended": ended, "ended_ts": int(time.time() * 1000)} | job_of(entry)
     return marker
+
+
+def job_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Whose job a marker was, and its GPUs (what `streams.job_views` shows of ended jobs)."""
+    routed = entry.get("routed") or {}
+    job = routed.get("job") or {}
+    if not job:
+        return {k: entry[k] for k in ("tenant", "gpus") if k in entry}
+    gpus = int(job.get("gpu_count") or 1) * int(job.get("gpu_milli") or 1000) / 1000
+    tenant = routed.get("verified_tenant") or job.get("tenant") or "default"
+    return {"tenant": str(tenant), "gpus": gpus}
 
 
 def requeue(
