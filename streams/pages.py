@@ -1,6 +1,7 @@
 """The worker's JSON pages: `/state/`, `/queue/`, `/jobs/`, `/consumer/`, `/health/`,
 `/metrics/`, and the plan and activity pages (`streams.plan`, `streams.activity`).
-Prometheus' `/metrics` and `/ready/` are in `streams.metrics_page`; `/ui/` in `streams.webui`; `/sql/` in `streams.web`.
+Prometheus' `/metrics` and `/ready/` are in `streams.metrics_page`; `/ui/` in
+`streams.webui`; `/sql/` in `streams.web`.
 """
 
 from __future__ import annotations
