@@ -136,6 +136,11 @@ def test_jobs_status_cancel_and_no_double_run_after_a_restart(stack: Running) ->
     assert (lim["exit_code"], lim["nodes"] != [], lim["gpus"]) == (-15, True, 1.0)
     text = _cli(run, A, "status", ids["lim"]).output
     assert "TIMEOUT" in text and "-15" in text and "retries used 0/0" in text
+    web = f"http://{run.config.worker.web_host}:{run.config.worker.web_port}/ui/api"
+    live = {j["job_id"]: j["state"] for j in httpx.get(f"{web}/live", timeout=5).json()["jobs"]}
+    assert live[ids["run"]] == "CANCELLED" and live[ids["lim"]] == "TIMEOUT"
+    page = httpx.get(f"{web}/job", params={"job": ids["lim"]}, timeout=10).json()
+    assert [(e["state"], e["exit_code"]) for e in page["epochs"]] == [("TIMEOUT", -15)]
 
     # SIGKILL the worker: the rebuilt one runs none of them again
     decisions = TopicReader(run.config, DECISIONS_PLACEMENT)
