@@ -13,7 +13,13 @@ It consumes `gpuflow.decisions.placement`, `.preemption`, `.migration` and `.adv
     of `expected_throughput` to `from_throughput`), MIGRATED on the target region's partition
     with its progress; a move arriving after its `hold_until_ts` is not carried out (the
     scheduler has given the target GPUs back);
-  - a NodeAdvisory CHECKPOINT: the listed jobs checkpoint now (CHECKPOINTED).
+  - a NodeAdvisory CHECKPOINT: the listed jobs checkpoint now (CHECKPOINTED);
+  - a PreemptionDecision with cause CANCEL (`gpuflow cancel`): the job stops at once, as a
+    process does on SIGTERM, reported CANCELLED (exit code -15);
+  - a job's `time_limit_s` (read from `gpuflow.jobs.submitted`, kept for jobs that set one):
+    a placement whose expected run is longer ends at the limit, reported TIMEOUT (exit -15).
+    One twin reads every submission; twins splitting the partitions in one group would each
+    see only some (their jobs then run without a limit).
 Every event echoes the epoch of the placement it is about, on the job's region partition.
 Duplicate decisions (at-least-once delivery) are recognised by job id and epoch and ignored.
 """
@@ -40,6 +46,7 @@ from infra.topics import (
     DECISIONS_PLACEMENT,
     DECISIONS_PREEMPTION,
     JOBS_EVENTS,
+    JOBS_SUBMITTED,
 )
 from schemas import DecodeError, make_codec, timestamp_ms
 
@@ -49,7 +56,14 @@ log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 
-TOPICS = (DECISIONS_PLACEMENT, DECISIONS_PREEMPTION, DECISIONS_MIGRATION, DECISIONS_ADVISORY)
+TOPICS = (
+    DECISIONS_PLACEMENT,
+    DECISIONS_PREEMPTION,
+    DECISIONS_MIGRATION,
+    DECISIONS_ADVISORY,
+    JOBS_SUBMITTED,
+)
+_SIGTERM_EXIT = -15  # what a process stopped by SIGTERM reports
 
 
 class RecentJobs(Generic[K]):
@@ -78,6 +92,8 @@ class ExecutorStats:
     finished: int = 0
     evicted: int = 0
     migrated: int = 0
+    cancelled: int = 0
+    timed_out: int = 0
     duplicates: int = 0
     running: set[str] = field(default_factory=set)
 
@@ -130,6 +146,7 @@ class ExecutorTwin:
         self._runs: dict[str, _Run] = {}
         self._moves_seen: RecentJobs[str] = RecentJobs(100_000)  # migration event ids
         self._progress: dict[str, float] = {}  # kept by the last eviction
+        self._limits: dict[str, float] = {}  # job -> its time limit, s (only jobs with one)
         self._due: list[tuple[float, int, str, int, str]] = []  # (when, seq, job, epoch, what)
         self._seq = 0
         self._producer: Any = None
@@ -163,7 +180,8 @@ class ExecutorTwin:
         try:
             name, record = self.codec.decode(msg.value(), topic=msg.topic())
         except DecodeError as exc:
-            self._dead_letter(p, msg, exc)
+            if msg.topic() != JOBS_SUBMITTED:  # the worker dead-letters bad submissions
+                self._dead_letter(p, msg, exc)
             return
         handler = self._HANDLERS.get(name)
         if handler is not None:
@@ -191,11 +209,26 @@ class ExecutorTwin:
         self._emit(p, run, "STARTED")
         self.stats.started += 1
         self.stats.running.add(job_id)
+        limit = self._limits.get(job_id, 0.0) * self.time_scale
+        if limit and run.duration > limit:
+            self._later(run.started + limit, job_id, epoch, "TIMEOUT")
         self._later(run.started + run.duration, job_id, epoch, "FINISHED")
+
+    def _on_submitted(self, p: Any, job: dict[str, Any]) -> None:
+        limit = float(job.get("time_limit_s") or 0)
+        if limit > 0:
+            self._limits[str(job["job_id"])] = limit
+            if len(self._limits) > 100_000:  # bounded: the oldest limits go first
+                del self._limits[next(iter(self._limits))]
 
     def _on_preemption(self, p: Any, d: dict[str, Any]) -> None:
         run = self._runs.get(d["job_id"])
-        if run is None or run.epoch != int(d.get("victim_epoch") or 0) or run.stopping:
+        if run is None or run.epoch != int(d.get("victim_epoch") or 0):
+            return
+        if d.get("cause") == "CANCEL":  # stopping for a preemption or not: it ends now
+            self._end(p, run, "CANCELLED", detail=d.get("reason") or "cancelled")
+            return
+        if run.stopping:
             return
         if not d.get("checkpoint_first"):
             self._stop(p, run, keep=run.saved, detail=f"preempted for {d['for_job_id']}")
@@ -256,6 +289,7 @@ class ExecutorTwin:
         "PreemptionDecision": _on_preemption,
         "MigrationDecision": _on_migration,
         "NodeAdvisory": _on_advisory,
+        "JobSubmitted": _on_submitted,
     }
 
     def _later(self, when: float, job_id: str, epoch: int, what: str) -> None:
@@ -272,14 +306,31 @@ class ExecutorTwin:
             if what == "FINISHED":
                 if not run.stopping and now >= run.started + run.duration - 1e-6:
                     self._finish(p, run)  # (a moved job's earlier finish is not its finish)
+            elif what == "TIMEOUT":
+                if not run.stopping:
+                    self._end(p, run, "TIMEOUT", detail="time limit reached")
             else:
                 self._stop(p, run, keep=run.saved, detail="checkpointed, then stopped")
 
     def _finish(self, p: Any, run: _Run) -> None:
         del self._runs[run.job_id]
         self._progress.pop(run.job_id, None)
-        self._emit(p, run, "FINISHED", progress=1.0)
+        self._limits.pop(run.job_id, None)
+        self._emit(p, run, "FINISHED", progress=1.0, exit_code=0)
         self.stats.finished += 1
+        self.stats.running.discard(run.job_id)
+
+    def _end(self, p: Any, run: _Run, kind: str, *, detail: str) -> None:
+        """CANCELLED or TIMEOUT: the process is gone (SIGTERM); the job is over."""
+        progress = run.progress(time.monotonic())
+        del self._runs[run.job_id]
+        self._progress.pop(run.job_id, None)
+        self._limits.pop(run.job_id, None)
+        self._emit(p, run, kind, progress=progress, detail=detail, exit_code=_SIGTERM_EXIT)
+        if kind == "CANCELLED":
+            self.stats.cancelled += 1
+        else:
+            self.stats.timed_out += 1
         self.stats.running.discard(run.job_id)
 
     def _stop(self, p: Any, run: _Run, *, keep: float, detail: str) -> None:

@@ -18,6 +18,7 @@ from gpuflow.commands.deploy import create_topics
 from gpuflow.commands.forecast import forecast
 from gpuflow.commands.generate import generate
 from gpuflow.commands.jobs import submit, topics, watch
+from gpuflow.commands.lifecycle import cancel, jobs, status
 from gpuflow.commands.queue import policy, queue
 from gpuflow.commands.replay import replay
 from gpuflow.commands.schemas_cmd import schemas_command
@@ -46,6 +47,9 @@ app.command("agent")(agent)
 app.command("sql")(sql)
 app.command("replay")(replay)
 app.command("queue")(queue)
+app.command("cancel")(cancel)
+app.command("jobs")(jobs)
+app.command("status")(status)
 app.command("policy")(policy)
 app.command("forecast")(forecast)
 app.command("top")(top)

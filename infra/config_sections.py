@@ -202,10 +202,13 @@ class AuthConfig:
     Worker side: `keys` ("tenant:key_id:secret", comma separated) and/or `keys_file` (one entry
     a line). When any key is configured, every submission must be signed. Client side
     (`gpuflow submit`): `tenant`, `key_id` and `secret` of the key to sign with.
+    `admin_keys`: key ids (comma separated, each one of the configured keys) that may cancel
+    any tenant's jobs (docs/jobs.md); other keys cancel only their own tenant's.
     """
 
     keys: str = ""
     keys_file: str = ""
+    admin_keys: str = ""
     max_age_s: float = 300.0  # a signed submission older (or newer) than this is refused
     tenant: str = ""
     key_id: str = ""
@@ -214,6 +217,7 @@ class AuthConfig:
     def __repr__(self) -> str:  # never print secrets
         return (
             f"AuthConfig(keys={'***' if self.keys else ''!r}, keys_file={self.keys_file!r}, "
+            f"admin_keys={self.admin_keys!r}, "
             f"max_age_s={self.max_age_s!r}, tenant={self.tenant!r}, key_id={self.key_id!r}, "
             f"secret={'***' if self.secret else ''!r})"
         )

@@ -32,10 +32,12 @@ def key_ring(auth: AuthConfig) -> KeyRing:
             keys.extend(parse_keys(text))
         except KeySpecError as exc:
             raise ConfigError(f"auth.keys_file: {exc}") from None
+    admins = [k.strip() for k in auth.admin_keys.replace(";", ",").split(",") if k.strip()]
     try:
-        return KeyRing(keys)
+        return KeyRing(keys, admins)
     except KeySpecError as exc:
-        raise ConfigError(f"auth: {exc}") from None
+        field = "auth.admin_keys" if "admin key" in str(exc) else "auth"
+        raise ConfigError(f"{field}: {exc}") from None
 
 
 def verifier(auth: AuthConfig) -> Verifier | None:

@@ -75,14 +75,22 @@ def parse_keys(text: str) -> tuple[TenantKey, ...]:
 
 
 class KeyRing:
-    """Tenant keys by key id (a key id is unique across tenants)."""
+    """Tenant keys by key id (a key id is unique across tenants). `admins`: key ids that may
+    act on any tenant's jobs (cancel them); each must be a key of the ring."""
 
-    def __init__(self, keys: Iterable[TenantKey] = ()) -> None:
+    def __init__(self, keys: Iterable[TenantKey] = (), admins: Iterable[str] = ()) -> None:
         self._by_id: dict[str, TenantKey] = {}
         for key in keys:
             if key.key_id in self._by_id:
                 raise KeySpecError(f"tenant key id {key.key_id!r} is listed twice")
             self._by_id[key.key_id] = key
+        self.admins = frozenset(admins)
+        unknown = sorted(self.admins - set(self._by_id))
+        if unknown:
+            raise KeySpecError(f"admin key id {unknown[0]!r} is not a configured key")
+
+    def is_admin(self, key_id: str) -> bool:
+        return key_id in self.admins
 
     def __bool__(self) -> bool:
         return bool(self._by_id)
@@ -127,13 +135,20 @@ class Signer:
 
     key: TenantKey
 
-    def sign(self, record: Mapping[str, Any], *, now_ms: int | None = None) -> dict[str, Any]:
-        """A copy of `record` for this key's tenant, stamped now, with key id and signature."""
+    def sign(
+        self,
+        record: Mapping[str, Any],
+        *,
+        now_ms: int | None = None,
+        schema: EventSchema | None = None,
+    ) -> dict[str, Any]:
+        """A copy of `record` for this key's tenant, stamped now, with key id and signature.
+        `schema`: the event's own (a CancelRequest's); JobSubmitted's when None."""
         signed = dict(record)
         signed["tenant"] = self.key.tenant
         signed["key_id"] = self.key.key_id
         signed["ts"] = int(time.time() * 1000) if now_ms is None else now_ms
-        signed["signature"] = _mac(self.key.secret, signing_payload(signed))
+        signed["signature"] = _mac(self.key.secret, signing_payload(signed, schema))
         return signed
 
 
@@ -143,6 +158,7 @@ class Verdict:
 
     tenant: str | None = None  # the verified tenant (None: not verified)
     reason: str | None = None  # why it is refused (None: admitted)
+    admin: bool = False  # signed with an admin key (KeyRing.admins)
 
     @property
     def admitted(self) -> bool:
@@ -194,7 +210,9 @@ class Verifier:
             return Verdict(reason=f"cannot verify: {exc}")
         if not hmac.compare_digest(expected, signature):
             return Verdict(reason=f"bad signature for key {key_id!r}")
-        return self._fresh_once(record, key_id, kafka_key, position) or Verdict(tenant=key.tenant)
+        admin = self.keys.is_admin(key_id)
+        refusal = self._fresh_once(record, key_id, kafka_key, position)
+        return refusal or Verdict(tenant=key.tenant, admin=admin)
 
     def _fresh_once(
         self, record: Mapping[str, Any], key_id: str, kafka_key: bytes | None, position: Any

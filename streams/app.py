@@ -44,6 +44,7 @@ from scorer.network import NetworkView
 from streams.bandwidth import BandwidthProcessor
 from streams.bandwidth_agents import register_bandwidth
 from streams.batching import batches
+from streams.cancel_agent import register_cancel
 from streams.clock import EventClock, WallClock
 from streams.deferral import ForecastBook, ForecastUse
 from streams.history_process import HistoryProcess
@@ -287,6 +288,7 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
             rt.inventory_seen[event.message.partition] = event.message.offset
 
     register_telemetry(app, rt, topics)
+    register_cancel(app, rt, topics)
 
     @app.agent(topics[GRID_SIGNALS], name="gpuflow.grid")
     async def grid(stream: Any) -> None:

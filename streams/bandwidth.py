@@ -33,13 +33,12 @@ from scorer.network import (
     QuotaChange,
     QuotaLedger,
 )
+from streams.job_end import ENDS
 from streams.outbox import Outgoing, new_event_id, outgoing
 
 __all__ = ["BandwidthProcessor", "flow_records", "flows_from_records"]
 
 log = logging.getLogger(__name__)
-
-_ENDED = ("FINISHED", "FAILED", "EVICTED")
 
 
 def flow_records(flows: Iterable[Flow]) -> list[dict[str, Any]]:
@@ -86,7 +85,7 @@ class BandwidthProcessor:
 
     def on_job_event(self, event: Mapping[str, Any]) -> None:
         kind, job_id = event["type"], event["job_id"]
-        if kind in _ENDED:
+        if kind in ENDS:
             self.dirty |= self.allocator.remove(job_id)
         elif kind in ("STARTED", "MIGRATED"):
             self._start(job_id, "COMM")

@@ -34,6 +34,7 @@ from infra.config import KafkaConfig
 from infra.kafka import consumer
 from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, TOPICS
 from schemas import Codec, DecodeError, timestamp_ms
+from streams.job_end import ENDS, end_kind, is_over
 
 __all__ = ["Ledger", "LogReset"]
 
@@ -41,8 +42,6 @@ log = logging.getLogger(__name__)
 
 _FINAL = ("PLACED", "REJECTED")
 _EVENT_OF = {t.name: t.event for t in TOPICS}
-_ENDED = ("FINISHED", "FAILED", "EVICTED")
-_OVER = ("FINISHED", "FAILED")  # a placement that ended so; its job is done
 
 Position = tuple[int, int, bytes | None]  # the last record folded: offset, timestamp ms, key
 # a job's last final decision: epoch, outcome, when it was written (ms), its bytes as written
@@ -164,11 +163,11 @@ class Ledger:
 
     def _job_event(self, r: dict[str, Any], msg: Message) -> None:
         written = msg.timestamp()[1]
-        if r.get("type") in _ENDED:
+        if r.get("type") in ENDS:  # kept with a FAILED's cause ("FAILED:EXIT", job_end)
             ends = self.ended.setdefault(r["job_id"], {})
             epoch = int(r.get("epoch") or 0)
             if written >= ends.get(epoch, ("", -1))[1]:
-                ends[epoch] = (r["type"], written)
+                ends[epoch] = (end_kind(r), written)
         elif r.get("type") == "MIGRATED":
             self.migrated.setdefault(r["job_id"], []).append(r)
 
@@ -189,7 +188,7 @@ class Ledger:
     def prune(
         self, now_ms: int, horizon_ms: int, live: Collection[str] = (), *, orphans: bool = True
     ) -> int:
-        """Forget jobs that are over: refused, or whose placement ended FINISHED or FAILED,
+        """Forget jobs that are over: refused, or whose placement ended other than EVICTED,
         written more than `horizon_ms` before `now_ms`, unless `live` names them (a worker's
         table still holds them); how many. What is left is live jobs plus the horizon.
 
@@ -206,7 +205,7 @@ class Ledger:
                 over = written
             else:
                 end = self.ended.get(job_id, {}).get(epoch)
-                over = end[1] if end is not None and end[0] in _OVER else now_ms
+                over = end[1] if end is not None and is_over(end[0]) else now_ms
             if over < cutoff:
                 gone.append(job_id)
         if orphans:

@@ -7,10 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from schemas import timestamp_ms
+from streams.job_end import ENDS
 
 __all__ = ["overbooked"]
-
-_ENDED = ("FINISHED", "FAILED", "EVICTED")
 
 
 def overbooked(
@@ -34,7 +33,7 @@ def overbooked(
     ends: dict[tuple[str, int], list[int]] = {}
     migrated: dict[str, list[int]] = {}
     for e in events:
-        if e.get("type") in _ENDED:
+        if e.get("type") in ENDS:
             ends.setdefault((e["job_id"], int(e.get("epoch") or 0)), []).append(int(e["ts"]))
         elif e.get("type") == "MIGRATED":
             migrated.setdefault(e["job_id"], []).append(int(e["ts"]))

@@ -1,6 +1,7 @@
-"""The worker's JSON pages: `/state/`, `/queue/`, `/consumer/`, `/health/`, `/metrics/`, and the
-plan and activity pages (`streams.plan`, `streams.activity`). Prometheus' `/metrics` and
-`/ready/` are in `streams.metrics_page`; `/ui/` in `streams.webui`; `/sql/` in `streams.web`.
+"""The worker's JSON pages: `/state/`, `/queue/`, `/jobs/`, `/consumer/`, `/health/`,
+`/metrics/`, and the plan and activity pages (`streams.plan`, `streams.activity`).
+Prometheus' `/metrics` and `/ready/` are in `streams.metrics_page`; `/ui/` in
+`streams.webui`; `/sql/` in `streams.web`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import faust
 
 from streams.activity import register_activity_page
 from streams.consumer_state import consumer_state
+from streams.job_views import job_view, jobs_view
 from streams.plan import register_plan_page
 from streams.queue_view import queue_snapshot
 from streams.runtime import Runtime
@@ -53,6 +55,19 @@ def register_pages(app: faust.App, rt: Runtime) -> None:
         view = queue_snapshot(rt.scheduler)
         view["policy_file"] = str(rt.policy.path or "")
         view["policy_error"] = rt.policy.error
+        return web.json(view)
+
+    @app.page("/jobs/")
+    async def jobs(web: Any, request: Any) -> Any:
+        """Jobs held here (`gpuflow jobs`, `streams.job_views`): `?tenant=&state=`, or one
+        job with `?job=ID` (404 when this worker holds nothing of it)."""
+        query = request.query
+        if query.get("job"):
+            row = job_view(rt.scheduler, str(query["job"]))
+            return web.json({"job": row}, status=200 if row is not None else 404)
+        view = jobs_view(
+            rt.scheduler, tenant=str(query.get("tenant", "")), state=str(query.get("state", ""))
+        )
         return web.json(view)
 
     @app.page("/consumer/")

@@ -8,7 +8,8 @@ Rules, per reservation-table entry at epoch e:
     table is trusted (the job may be running; requeueing it would promise its GPUs twice);
   - announced and the job-event log says epoch e ended (by an end written at or after the
     placement, as the live path judges it): released (whatever the table says), and when it
-    ended EVICTED the job is requeued at e + 1 unless it already waits;
+    ended EVICTED (or FAILED and `streams.job_end` requeues it) the job is requeued at e + 1
+    unless it already waits; a cancelled or finally failed job is never requeued;
   - announced and running: its GPUs are held again and it is booked for tenancy.
 A logged placement of an owned region missing from the table (or newer than the table's
 entry) is restored; released entries are kept as markers for the horizon (`streams.horizon`). A
@@ -26,6 +27,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streams.bandwidth import flows_from_records
+from streams.job_end import end_rule, split_kind
 from streams.lifecycle import released_marker
 from streams.tenancy import Running
 
@@ -52,6 +54,7 @@ def rebuild_state(
     forget_unowned(s, owns)
     rebuild_tables(s, logged, epoch_ends(ended), owns, trimmed_ms)
     s.preemption.restore()
+    s.cancels.restore()
     if s.replanner is not None:
         s.replanner.rebuild(moves or {}, migrated or {}, set(ended))  # keys: the ended
     if s.network is not None:  # placed flows, from the reservations still held
@@ -132,20 +135,27 @@ def _entry(
         return
     end = _end(ended, epoch, entry.get("placed_ts"))
     if end is not None or entry.get("released"):
+        kind, cause = split_kind(end or "")
+        routed = entry.get("routed")
+        rule = end_rule(kind, cause, routed, cancelled=bool(entry.get("cancelled")))
         if not entry.get("released"):
-            s.reservations[job_id] = released_marker(entry)
+            s.reservations[job_id] = released_marker(entry, "" if rule.requeue else rule.state)
         s.released.add(entry["region"], [job_id])
-        if end == "EVICTED" and s.epochs.get(job_id) == epoch and job_id not in s.queue:
-            routed = entry.get("routed")
-            if routed:
-                _requeue(s, job_id, entry, routed)
+        waits = s.epochs.get(job_id) != epoch or job_id in s.queue  # requeued already
+        if end and rule.requeue and routed and not waits:
+            _requeue(s, job_id, entry, routed, counted=rule.counted)
         return
     s.reserve_quietly(job_id, entry["assignments"])
     s.tenancy.running[job_id] = _running(s, job_id, entry)
 
 
 def _requeue(
-    s: Scheduler, job_id: str, entry: Mapping[str, Any], routed: Mapping[str, Any]
+    s: Scheduler,
+    job_id: str,
+    entry: Mapping[str, Any],
+    routed: Mapping[str, Any],
+    *,
+    counted: bool = False,
 ) -> None:
     epoch = int(entry.get("epoch") or 0)
     s.queue[job_id] = {
@@ -156,10 +166,11 @@ def _requeue(
         "candidates": [],
         "queue_region": entry["region"],
         "evictions": int(routed.get("evictions") or 0) + 1,
+        "failures": int(routed.get("failures") or 0) + int(counted),
     }
     s.epochs[job_id] = epoch + 1
     s.final.discard(job_id)
-    log.info("evicted job requeued at rebuild job_id=%s epoch=%d", job_id, epoch + 1)
+    log.info("evicted (or failed) job requeued at rebuild job_id=%s epoch=%d", job_id, epoch + 1)
 
 
 def _logged(
@@ -172,6 +183,8 @@ def _logged(
     if entry is not None and int(entry.get("epoch") or 0) >= epoch:
         return
     end = _end(ended, epoch, decision.get("ts"))
+    kind, cause = split_kind(end or "")
+    rule = end_rule(kind, cause, None)
     s.reservations[job_id] = {
         "region": decision["region"],
         "assignments": decision["assignments"],
@@ -179,13 +192,13 @@ def _logged(
         "released": end is not None,
         "epoch": epoch,
         "placed_ts": decision.get("ts"),
-    }
+    } | ({"ended": rule.state} if end is not None and not rule.requeue else {})
     if end is None:
         s.reserve_quietly(job_id, decision["assignments"])
         s.tenancy.running[job_id] = _from_decision(s, job_id, decision)
         return
     s.released.add(decision["region"], [job_id])
-    if end == "EVICTED" and job_id not in s.queue:
+    if kind == "EVICTED" and job_id not in s.queue:
         log.error("evicted job has no record to requeue job_id=%s epoch=%d", job_id, epoch)
 
 

@@ -72,6 +72,7 @@ class Runtime:
         self.recent = RecentDecisions()  # the latest decisions, for the /ui/ page
         self.stalls = StallWatch(config.worker.stall_after_s)
         self.admission = Admission(verifier(config.auth), codec, scheduler.partition_of)
+        scheduler.cancels.verifier = self.admission.verifier  # one replay memory for both
         self.rules = Rules(
             max_future_ms=int(config.worker.max_clock_skew_s * 1000),
             verified_required=self.admission.required,

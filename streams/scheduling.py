@@ -47,6 +47,7 @@ from scorer import (
 )
 from scorer.replan import ReplanConfig, Waiting
 from scorer.tenancy import TenancyPolicy
+from streams.cancel import Cancels
 from streams.clock import Clock, as_clock
 from streams.convert import job_spec, node_spec, parse_assignments
 from streams.fairness import WithinOrder
@@ -133,6 +134,7 @@ class Scheduler:
         speed = self._speed_order if queue_order == "speed_aware" else None
         self.tenancy = Tenancy(state, tenancy, within_tenant_order or speed)
         self.preemption = Preemptions(self)
+        self.cancels = Cancels(self)  # cancel requests (streams.cancel); verifier: the runtime's
         self.replan = replan or ReplanConfig(enabled=False)
         self.moves = moves if moves is not None else {}
         replanning = self.replan.enabled and not try_once

@@ -53,7 +53,7 @@ def tick_passes(s: Scheduler, now_ms: int, regions: Collection[str] | None) -> l
     waiting jobs or moves (of `regions`, when given); re-planning first drops holds of moves
     not confirmed in time."""
     s.clock.observe(now_ms)
-    out = s.preemption.expire(now_ms, regions)
+    out = s.preemption.expire(now_ms, regions) + s.cancels.expire(now_ms, regions)
     active = {r["region"] for r in s.queue.values()}
     if s.replanner is not None:
         active |= set(s.replanner.expire())

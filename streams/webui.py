@@ -1,11 +1,13 @@
 """The worker's web view at `/ui/`: regions x GPU models, queues, latest decisions, history.
 
 Static HTML/JS/CSS shipped as package data (`streams/static/ui/`), no build step; the page
-polls two JSON endpoints and keeps polling through a worker restart:
+polls two JSON endpoints (a third for the job a user clicks) and keeps polling through a
+worker restart:
 
   GET /ui/api/live     regions x models (free, used, total, allocation), queues, the latest
                        decisions this worker made with their reasons; regions other workers
-                       own come from their RegionSummary events
+                       own come from their RegionSummary events; the jobs (`gpuflow jobs`)
+  GET /ui/api/job?job=ID  one job: its row (`streams.job_views`) and its epochs (ClickHouse)
   GET /ui/api/history  10-second series over the last 15 minutes from ClickHouse (decisions by
                        outcome, GPU utilisation by region, queue wait p99), when this worker
                        runs the history sink
@@ -20,6 +22,8 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from infra.store.queries import JOB_EPOCHS
+from streams.job_views import job_view, jobs_view
 from streams.outbox import Outgoing
 
 if TYPE_CHECKING:
@@ -135,6 +139,7 @@ def live_view(rt: Runtime) -> dict[str, Any]:
         "queues": queues[:200],
         "queued_total": len(queues),
         "decisions": rt.recent.latest(),
+        "jobs": jobs_view(rt.scheduler, limit=100)["jobs"],  # as `gpuflow jobs` shows them
     }
 
 
@@ -179,6 +184,27 @@ def register_ui(app: Any, rt: Runtime, sql_url: str | None) -> None:
                     log.info("ui history query %s failed: %s", name, exc)
                     return web.json({"available": False, "why": f"history store: {exc}"})
         return web.json({"available": True, "charts": charts})
+
+    @app.page("/ui/api/job", name="ui_job")
+    async def ui_job(web: Any, request: Any) -> Any:
+        """One job as `gpuflow status` shows it: its row here and its epochs in ClickHouse."""
+        job_id = str(request.query.get("job", ""))
+        body: dict[str, Any] = {"job": job_view(rt.scheduler, job_id), "epochs": [],
+                                "why": ""}  # fmt: skip
+        if sql_url is None:
+            body["why"] = "this worker runs no history sink"
+            return web.json(body)
+        query = {"query": JOB_EPOCHS, "params": {"job": job_id}}
+        try:
+            async with httpx.AsyncClient(timeout=10) as client:
+                answer = (await client.post(sql_url, json=query)).json()
+        except (httpx.HTTPError, ValueError) as exc:
+            body["why"] = f"history store: {exc}"
+            return web.json(body)
+        cols = answer.get("columns") or []
+        body["epochs"] = [dict(zip(cols, row, strict=True)) for row in answer.get("rows", [])]
+        body["why"] = str(answer.get("error") or "")
+        return web.json(body)
 
 
 def _asset(web: Any, files: Any, name: str) -> Any:

@@ -21,6 +21,7 @@ __all__ = [
     "GPU_HOURS_AND_COST_BY_TENANT",
     "GPU_HOURS_LOST_TO_PREEMPTION_BY_TENANT",
     "GRID_SIGNAL_SERIES",
+    "JOB_EPOCHS",
     "PREEMPTIONS_AND_MIGRATIONS",
     "QUERIES",
     "QUERY_PARAMS",
@@ -353,6 +354,13 @@ FROM realized
 GROUP BY region, gpu_model, plan, model, selected
 ORDER BY region, gpu_model, plan, selected DESC, model"""
 
+JOB_EPOCHS = """\
+SELECT epoch, state, region, nodes, gpus, placed, started, ended, exit_code, cause,
+    round(gpu_hours, 4) AS gpu_hours, moves, round(progress, 3) AS progress, stderr_tail
+FROM job_epochs
+WHERE job_id = {job:String}
+ORDER BY epoch"""
+
 QUERIES: dict[str, str] = {
     "utilisation_by_region_model": UTILISATION_BY_REGION_MODEL,
     "free_capacity_and_queue_1m": FREE_CAPACITY_AND_QUEUE_1M,
@@ -371,10 +379,12 @@ QUERIES: dict[str, str] = {
     "gpus_in_use_series": GPUS_IN_USE_SERIES,
     "gpus_requested_series": GPUS_REQUESTED_SERIES,
     "grid_signal_series": GRID_SIGNAL_SERIES,
+    "job_epochs": JOB_EPOCHS,
 }
 
 # Parameters the parametrised ready queries need (example values; `gpuflow sql --param`).
 QUERY_PARAMS: dict[str, dict[str, str]] = {
+    "job_epochs": {"job": "job-1"},
     "gpus_in_use_series": {
         "since": "2026-01-01 00:00:00",
         "until": "2026-01-08 00:00:00",

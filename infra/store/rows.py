@@ -119,7 +119,13 @@ def _submitted(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
 def _job_event(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
     row = _copy("job_id", "region", "type", "node_ids", "progress", "detail")(rec, ctx)[0]
     tenancy = {"epoch": int(rec.get("epoch") or 0), "lost_gpu_s": float(rec.get("lost_gpu_s") or 0)}
-    return [row | {"phase": rec.get("phase") or ""} | tenancy]
+    code = rec.get("exit_code")
+    ended = {  # issue 31: how the attempt ended (older events: NULL / "")
+        "exit_code": None if code is None else int(code),
+        "cause": str(rec.get("cause") or ""),
+        "stderr_tail": str(rec.get("stderr_tail") or ""),
+    }
+    return [row | {"phase": rec.get("phase") or ""} | tenancy | ended]
 
 
 def _region_state(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:

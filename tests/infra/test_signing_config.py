@@ -41,3 +41,11 @@ def test_bad_auth_settings_name_the_setting(auth: AuthConfig, setting: str) -> N
     with pytest.raises(ConfigError, match=setting) as caught:
         verifier(auth) if auth.keys or auth.keys_file else signer(auth)
     assert "s1" not in str(caught.value) and "hunter2" not in str(caught.value)
+
+
+def test_admin_keys_name_configured_keys() -> None:
+    env = {"GPUFLOW_AUTH_KEYS": "A:ka:s1,ops:ko:s2", "GPUFLOW_AUTH_ADMIN_KEYS": "ko"}
+    ring = key_ring(load_config(env=env).auth)
+    assert ring.is_admin("ko") and not ring.is_admin("ka")
+    with pytest.raises(ConfigError, match=r"^auth.admin_keys: admin key id 'kx' is not a"):
+        key_ring(AuthConfig(keys="A:ka:s1", admin_keys="ka, kx"))

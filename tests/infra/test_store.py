@@ -37,7 +37,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 def test_migrations_are_recorded_and_idempotent(store: Store) -> None:
     versions = {m.version for m in load_migrations()}
-    assert applied_versions(store) == versions == {1, 2, 3, 11, 13}
+    assert applied_versions(store) == versions == {1, 2, 3, 11, 13, 32}
     assert apply_migrations(store) == []  # second start: nothing to do
     assert apply_migrations(store) == []
     rows = store.query("SELECT version, name FROM schema_migrations FINAL ORDER BY version")
@@ -47,6 +47,7 @@ def test_migrations_are_recorded_and_idempotent(store: Store) -> None:
         (3, "forecasts"),
         (11, "tenancy"),
         (13, "network"),
+        (32, "job_epochs"),
     )
 
 

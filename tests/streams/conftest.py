@@ -18,6 +18,7 @@ import pytest
 from infra.topics import DECISIONS_PLACEMENT, DECISIONS_PREEMPTION, JOBS_ROUTED
 from scorer import ClusterState, Placer
 from scorer.tenancy import TenancyPolicy, parse_policy
+from streams.job_end import ENDS, end_kind
 from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
@@ -128,10 +129,11 @@ def logged(decisions: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any
 
 
 def ended(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, str]]:
+    """What `streams.ledger` keeps of the job-event log: each epoch's end, a FAILED's cause."""
     out: dict[str, dict[int, str]] = {}
     for e in events:
-        if e["type"] in ("FINISHED", "FAILED", "EVICTED"):
-            out.setdefault(e["job_id"], {})[int(e.get("epoch") or 0)] = e["type"]
+        if e["type"] in ENDS:
+            out.setdefault(e["job_id"], {})[int(e.get("epoch") or 0)] = end_kind(e)
     return out
 
 

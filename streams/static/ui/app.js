@@ -65,6 +65,44 @@ function renderQueues(queues, total) {
   document.getElementById("queued-total").textContent = `(${total} waiting)`;
 }
 
+let shownJob = "";
+
+function renderJobs(jobs) {
+  const body = document.querySelector("#jobs tbody");
+  body.replaceChildren();
+  for (const j of jobs) {
+    const why = j.reason_code ? `${j.reason_code}: ${j.reason}` : j.reason;
+    const row = el("tr", { "data-job": j.job_id, "data-state": j.state, class: "job" },
+      el("td", {}, j.job_id), el("td", {}, j.tenant), el("td", {}, el("b", { class: j.state }, j.state)),
+      el("td", {}, j.region || "-"), el("td", { class: "num" }, j.gpus),
+      el("td", { class: "num" }, j.epoch), el("td", { class: "num" }, `${j.retries_used}/${j.retries}`),
+      el("td", { class: "reasons" }, why));
+    row.addEventListener("click", () => { shownJob = j.job_id; refreshJob(); });
+    body.append(row);
+  }
+}
+
+async function refreshJob() {
+  if (!shownJob) return;
+  try {
+    const answer = await getJSON(`api/job?job=${encodeURIComponent(shownJob)}`);
+    document.getElementById("job-id").textContent = shownJob +
+      (answer.job ? ` · ${answer.job.state}` : "");
+    document.getElementById("job-note").textContent = answer.why || "";
+    const body = document.querySelector("#epochs tbody");
+    body.replaceChildren();
+    for (const e of answer.epochs) {
+      body.append(el("tr", { "data-epoch": e.epoch, "data-state": e.state },
+        el("td", { class: "num" }, e.epoch), el("td", {}, e.state), el("td", {}, e.nodes.join(", ")),
+        el("td", { class: "num" }, e.gpus), el("td", {}, e.started || "-"), el("td", {}, e.ended || "-"),
+        el("td", { class: "num" }, e.exit_code === null ? "-" : e.exit_code), el("td", {}, e.cause || "-"),
+        el("td", { class: "num" }, Number(e.gpu_hours).toFixed(4)), el("td", { class: "num" }, e.moves)));
+    }
+  } catch (err) {
+    /* the live poll reports the outage */
+  }
+}
+
 function lineChart(figure, series) {
   const W = 360, H = 160, P = 28;
   const names = Object.keys(series);
@@ -108,6 +146,7 @@ async function refreshLive() {
     renderRegions(live.regions);
     renderDecisions(live.decisions);
     renderQueues(live.queues, live.queued_total);
+    renderJobs(live.jobs || []);
     const w = live.worker;
     document.getElementById("worker").textContent =
       `${w.app_id} · partitions ${w.partitions.join(",") || "-"}${w.ready ? "" : " · rebuilding"}`;
@@ -137,3 +176,4 @@ refreshLive();
 refreshHistory();
 setInterval(refreshLive, LIVE_EVERY_MS);
 setInterval(refreshHistory, HISTORY_EVERY_MS);
+setInterval(refreshJob, HISTORY_EVERY_MS);
