@@ -77,7 +77,7 @@ class Placer:
         if job.cpu_only:
             return place_host_only(self.state, job, region)
         ctx, masks, refusals, candidates = self._filter(job, region)
-        weights = self._weights(job, ctx.slots)
+        weights = self._weights(job, region)
         notes: list[str] = []  # why spread plans were refused
         if candidates.size:
             # a gang that may spread is placed both ways; spreading pays a topology penalty,
@@ -100,7 +100,7 @@ class Placer:
         ctx, _, refusals, candidates = self._filter(job, region)
         if not candidates.size:
             return []
-        weights, s = self._weights(job, ctx.slots), self.state
+        weights, s = self._weights(job, region), self.state
         width = max(1, len(s.models))
 
         def group_of(slots: np.ndarray) -> np.ndarray:
@@ -301,12 +301,14 @@ class Placer:
             parts[plugin.name] = part
         return total, parts
 
-    def _weights(self, job: JobSpec, scope: np.ndarray) -> dict[str, float]:
-        """The job's weights under the load of `scope` (the slots it may be placed on)."""
-        return under_load(self._job_weights(job), self._free_share(scope))
+    def _weights(self, job: JobSpec, region: str | None) -> dict[str, float]:
+        """The job's weights under the load of `region` (None: the fleet), where it may be
+        placed; the state keeps each region's free share as rows change."""
+        return under_load(self._job_weights(job), self.state.free_share(region))
 
     def _free_share(self, scope: np.ndarray) -> float:
-        """Free share of the GPUs on `scope` (1.0 where there are none: nothing to strand)."""
+        """Free share of the GPUs on `scope` (1.0 where there are none: nothing to strand);
+        summed over the slots (`ClusterState.free_share` keeps it per region)."""
         s = self.state
         capacity = int(s.gpu_count[scope].sum()) * 1000
         return float(s.free_milli_total[scope].sum()) / capacity if capacity else 1.0
