@@ -135,14 +135,7 @@ class Placer:
             job, self.state, self.throughput, slots, self._vectors(job), network=self.network
         )
         masks = [(f, f.filter(ctx)) for f in self.filters]
-        feasible = np.ones(slots.shape[0], bool)
-        refusals: dict[str, int] = {}
-        for f, mask in masks:
-            feasible &= mask
-            refused = slots.shape[0] - int(np.count_nonzero(mask))
-            if refused:
-                refusals[f.name] = refused
-        return ctx, masks, refusals, slots[feasible]
+        return ctx, masks, *_combine(masks, slots)
 
     def _place_single(
         self,
@@ -381,6 +374,21 @@ class Placer:
         notes: Sequence[str] = (),
     ) -> PlacementResult:
         return refused_result(ctx, masks, refusals, candidates, region, notes)
+
+
+def _combine(
+    masks: Sequence[tuple[FilterPlugin, np.ndarray]], slots: np.ndarray
+) -> tuple[dict[str, int], np.ndarray]:
+    """Nodes each filter refuses ({name: count}, refusing filters only, in filter order) and
+    the slots every filter passes: one stacked pass, not two numpy calls per filter."""
+    n = slots.shape[0]
+    if not masks:
+        return {}, slots.copy()
+    rows = [m if getattr(m, "shape", None) == (n,) else np.broadcast_to(m, (n,)) for _, m in masks]
+    stack = np.array(rows, bool)
+    refused = (n - np.count_nonzero(stack, axis=1)).tolist()
+    refusals = {f.name: r for (f, _), r in zip(masks, refused, strict=True) if r}
+    return refusals, slots[np.logical_and.reduce(stack, axis=0)]
 
 
 def _at(part: np.ndarray, idx: int | np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 
 from scorer.framework import CycleContext
 from scorer.gang import GangPlan
-from scorer.network.fit import plan_fit, tp_fit
+from scorer.network.fit import plan_fit_of, tp_fit
 
 __all__ = ["NAME", "CommunicationScore", "node_efficiency"]
 
@@ -34,8 +34,7 @@ class CommunicationScore:
         return 100.0 * efficiency[ctx.state.model[slots]]
 
     def score_plan(self, ctx: CycleContext, plan: GangPlan) -> float:
-        fit = plan_fit(ctx.job, ctx.state, list(zip(plan.slots, plan.gpus, strict=True)),
-                       ctx.network)  # fmt: skip
+        fit = plan_fit_of(ctx, plan)
         if fit is None:
             return 100.0
         price = ctx.state.price
