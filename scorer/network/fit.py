@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PlanFit",
     "demand_on",
+    "has_tp_traffic",
     "job_flows",
     "layout_of",
     "plan_fit",
@@ -180,12 +181,18 @@ def job_flows(
 _TP_CACHE: dict[tuple[object, ...], tuple[float, float] | None] = {}
 
 
+def has_tp_traffic(job: JobSpec) -> bool:
+    """Whether the job's tensor-parallel traffic is modelled at all (`tp_fit` not None on
+    some model): a training job with TP > 1 and known parameters."""
+    return job.tensor_parallel > 1 and job.kind == "TRAINING" and job.params_b > 0
+
+
 def tp_fit(
     job: JobSpec, model: str, catalog: Catalog, assumptions: CommAssumptions | None = None
 ) -> tuple[float, float] | None:
     """(efficiency, GB/s needed for `min_eff`=0.5) of the job's tensor-parallel traffic over one
     node of `model`; None when it has none or is not modelled. Cached by the job's shape."""
-    if job.tensor_parallel <= 1 or job.kind != "TRAINING" or job.params_b <= 0:
+    if not has_tp_traffic(job):
         return None
     key = (
         model, job.params_b, job.precision, job.tensor_parallel, job.pipeline_parallel,
