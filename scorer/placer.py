@@ -386,8 +386,12 @@ def _combine(
         return {}, slots.copy()
     rows = [m if getattr(m, "shape", None) == (n,) else np.broadcast_to(m, (n,)) for _, m in masks]
     stack = np.array(rows, bool)
-    refused = (n - np.count_nonzero(stack, axis=1)).tolist()
-    refusals = {f.name: r for (f, _), r in zip(masks, refused, strict=True) if r}
+    passed = np.logical_and.reduce(stack, axis=1).tolist()  # most filters refuse nobody
+    refusals = {
+        f.name: n - int(np.count_nonzero(row))
+        for (f, _), row, ok in zip(masks, stack, passed, strict=True)
+        if not ok
+    }
     return refusals, slots[np.logical_and.reduce(stack, axis=0)]
 
 
