@@ -167,3 +167,34 @@ def test_row_cache_recomputes_only_changed_rows() -> None:
     cache.get(state, "other", slots, compute)  # a second shape evicts the first (shapes=1)
     cache.get(state, "s", slots, compute)
     assert len(computed) == 4
+
+
+def test_job_shapes_that_differ_only_in_host_needs_are_kept_apart() -> None:
+    # same GPUs, different host CPU/memory: on nodes that declare 32 cores, taking 30 leaves
+    # too little for the mix's host-hungry class, so the growth differs by shape
+    rng = np.random.default_rng(3)
+    state = ClusterState(capacity=2)
+    for i in range(12):
+        state.upsert_node(_node(i, REGIONS[i % 3]))
+    mix, cache, balance_score = LearnedMix(), NodeFragmentation(), LoadBalanceScore()
+    for i in range(30):
+        mix.observe(f"host{i}", 1, 1000, 16_000, 100_000)
+    jobs = [
+        JobSpec("plain", gpu_count=2),
+        JobSpec("host", gpu_count=2, cpu_milli=30_000, memory_mib=200_000),
+        JobSpec("share", gpu_milli=500),
+        JobSpec("share-host", gpu_milli=500, cpu_milli=30_000, memory_mib=200_000),
+    ]
+    differed, held = 0, []
+    for i in range(80):
+        _step(state, rng, i, held)
+        slots = state.slots()
+        grown = []
+        for job in jobs:
+            ctx = _context(state, job)
+            growth, _ = placement_growth(ctx, slots, mix, cache)
+            assert growth.tolist() == placement_growth(ctx, slots, mix)[0].tolist(), (i, job)
+            assert balance_score.score(ctx, slots).tolist() == balance(ctx, slots).tolist()
+            grown.append(growth.tolist())
+        differed += grown[0] != grown[1] or grown[2] != grown[3]
+    assert differed > 10  # host needs do change the growth here
