@@ -6,7 +6,9 @@ Builds a fleet of `--nodes` 8-GPU nodes over 10 regions with mixed GPU models, N
 racks and zones, fills it to ~50 % with random reservations, then times placements of
 single-GPU, 8-GPU and 64-GPU gang jobs within one region. Each kind runs `--rounds` times over
 the same jobs; the round with the most decisions/s is reported (the least disturbed by other
-processes on the machine), with every round's figure and the load average alongside.
+processes on the machine), with every round's figure and the load average alongside. Then
+`reserve_release`: a reservation and its release for each of 1,000 single-GPU placements (the
+state updates only the rows they touch, so this does not grow with the fleet).
 Writes bench/results/scorer.json.
 """
 
@@ -150,6 +152,27 @@ def run(placer: Placer, batch: list[JobSpec], regions: int) -> dict[str, float]:
     }
 
 
+def reserve_cost(state: ClusterState, placer: Placer, batch: list[JobSpec], regions: int) -> dict:
+    """Reserve and release each placement of `batch` (placed first, untimed): what a decision's
+    reservation costs the state, which updates only the rows it touches."""
+    placed = []
+    for i, job in enumerate(batch):
+        result = placer.place(job, f"region-{i % regions}", explain=False)
+        if result.placed:
+            placed.append((f"rsv-{i}", result.assignments))
+    lat = np.empty(len(placed))
+    for k, (job_id, assignments) in enumerate(placed):
+        t0 = time.perf_counter()
+        state.reserve(job_id, assignments)
+        state.release(job_id)
+        lat[k] = time.perf_counter() - t0
+    return {
+        "reservations": len(placed),
+        "p50_us": round(float(np.percentile(lat, 50)) * 1e6, 2),
+        "p99_us": round(float(np.percentile(lat, 99)) * 1e6, 2),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--nodes", type=int, default=10_000)
@@ -178,6 +201,8 @@ def main() -> None:
         rounds = [run(placer, batch, args.regions) for _ in range(max(1, args.rounds))]
         best = max(rounds, key=lambda r: r["decisions_per_s"])
         results[kind] = {**best, "rounds_decisions_per_s": [r["decisions_per_s"] for r in rounds]}
+    single = jobs("single", 1000, rng, job_types)
+    results["reserve_release"] = reserve_cost(state, placer, single, args.regions)
     report = {
         "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
         "nodes": args.nodes,

@@ -134,6 +134,9 @@ class CycleContext:
     spread: bool = False  # scoring a gang spread over nodes
     network: NetworkView | None = None  # links and placed flows, for communication fit
     memo: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, compare=False)
+    # what several plugins ask of one spread plan (its communication fit), by id of the plan;
+    # each entry holds its plan, so the id cannot be reused while the entry lives
+    plans: dict[int, tuple[object, object]] = field(default_factory=dict, compare=False)
 
     @cached_property
     def node_model(self) -> np.ndarray:

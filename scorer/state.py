@@ -7,6 +7,7 @@ for the rows an event touches, so a decision reads them without recomputing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 
@@ -22,6 +23,7 @@ from scorer.types import Assignment, NodeSpec, RegionView
 __all__ = ["FULL_GPU", "SHARE_THRESHOLDS", "ClusterState"]
 
 DEFAULT_CARBON_G_PER_KWH = 400.0  # world-average grid intensity when a region sends no signal
+_THRESHOLDS = SHARE_THRESHOLDS.tolist()
 
 
 class ClusterState:
@@ -43,6 +45,11 @@ class ClusterState:
         self.carbon = np.zeros(0)
         self.kwh_price = np.zeros(0)
         self.queue_depth: dict[str, int] = {}
+        # per region (and, last, the fleet): free milli-GPU and GPUs of live nodes, kept as
+        # each row changes; `_counted[slot]` is what the slot adds there now
+        self._region_free: list[int] = [0]
+        self._region_gpus: list[int] = [0]
+        self._counted: dict[int, tuple[int, int, int]] = {}
         self._alloc(max(1, capacity), max(1, gpus))
 
     # ---- storage -------------------------------------------------------------------------
@@ -109,6 +116,8 @@ class ClusterState:
         if idx >= self.carbon.shape[0]:
             self.carbon = np.append(self.carbon, DEFAULT_CARBON_G_PER_KWH)
             self.kwh_price = np.append(self.kwh_price, 0.0)
+            self._region_free.insert(-1, 0)  # the fleet's totals stay last
+            self._region_gpus.insert(-1, 0)
         return idx
 
     # ---- inventory -----------------------------------------------------------------------
@@ -139,7 +148,8 @@ class ClusterState:
         if previous is None or previous.gpu_count != node.gpu_count:
             self._reset_gpus(slot, node.gpu_count)
         self.island[slot, : node.gpu_count] = island_ids(node)
-        self._recount_free(node.node_id)
+        self._recount_free(node.node_id)  # counts the row in its region's totals too
+        self._refresh_perf(slot)  # only the inventory (and speed factors) move the mean speed
         if previous is None or previous.region != node.region:
             self._region_slots.clear()
             self._all_slots = None
@@ -173,21 +183,58 @@ class ClusterState:
         self.row_version[slot] = self._versions
 
     def _refresh(self, slot: int) -> None:
+        """The row's summary from its GPUs. A node has a handful of GPUs: plain Python over
+        them costs less than numpy's per-call overhead."""
         self._bump(slot)
-        ok = self.gpu_exists[slot] & self.gpu_ok[slot]
-        free = self.free_milli[slot]
-        whole = ok & (free == FULL_GPU)
-        self.free_whole[slot] = int(whole.sum())
-        self.healthy_count[slot] = int(ok.sum())
-        self.free_milli_total[slot] = int(free[ok].sum())
-        usable = free[ok].astype(np.int64)
-        small = usable[None, :] < SHARE_THRESHOLDS[:, None]
-        self.share_below[slot] = (small * usable[None, :]).sum(axis=1)
-        self.share_atleast[slot] = (~small).sum(axis=1)
-        self.max_share[slot] = int(free[ok].max()) if ok.any() else 0
-        islands = self.island[slot][whole]
-        self.island_free[slot] = int(np.bincount(islands).max()) if islands.size else 0
-        self._refresh_perf(slot)
+        exists, ok, free, island = (
+            a[slot].tolist() for a in (self.gpu_exists, self.gpu_ok, self.free_milli, self.island)
+        )
+        rows = zip(exists, ok, free, island, strict=True)
+        usable, islands = [], []
+        for e, o, f, i in rows:
+            if e and o:
+                usable.append(f)
+                if f == FULL_GPU:
+                    islands.append(i)
+        self.free_whole[slot] = len(islands)
+        self.healthy_count[slot] = len(usable)
+        self.free_milli_total[slot] = sum(usable)
+        if all(f == 0 or f == FULL_GPU for f in usable):  # no shares: nothing below any T
+            self.share_below[slot] = 0
+            self.share_atleast[slot] = len(islands)
+        else:
+            self.share_below[slot] = [sum(f for f in usable if f < t) for t in _THRESHOLDS]
+            self.share_atleast[slot] = [sum(1 for f in usable if f >= t) for t in _THRESHOLDS]
+        self.max_share[slot] = max(usable, default=0)
+        self.island_free[slot] = max(Counter(islands).values(), default=0)
+        self._count(slot)
+
+    def _count(self, slot: int) -> None:
+        """Move the slot's free milli-GPU and GPUs into its region's totals (out when gone)."""
+        region, free, gpus = self._counted.pop(slot, (-1, 0, 0))
+        if region >= 0:
+            self._region_free[region] -= free
+            self._region_gpus[region] -= gpus
+            self._region_free[-1] -= free
+            self._region_gpus[-1] -= gpus
+        if not self.active[slot]:
+            return
+        region, free = int(self.region[slot]), int(self.free_milli_total[slot])
+        gpus = int(self.gpu_count[slot])
+        self._counted[slot] = (region, free, gpus)
+        self._region_free[region] += free
+        self._region_gpus[region] += gpus
+        self._region_free[-1] += free
+        self._region_gpus[-1] += gpus
+
+    def free_share(self, region: str | None = None) -> float:
+        """Free share of the GPUs of live nodes (in one region); 1.0 where there are none.
+        Kept per region as rows change, not summed over the nodes."""
+        idx = -1 if region is None else self._region_ix.index.get(region)
+        if idx is None:
+            return 1.0
+        capacity = self._region_gpus[idx] * FULL_GPU
+        return float(self._region_free[idx]) / capacity if capacity else 1.0
 
     def _refresh_perf(self, slot: int) -> None:
         perf = self.perf[slot][self.gpu_exists[slot]]
@@ -199,6 +246,7 @@ class ClusterState:
         if slot is None:
             return
         self.active[slot] = False
+        self._count(slot)
         self._specs[slot] = None
         self._free_slots.append(slot)
         self._region_slots.clear()

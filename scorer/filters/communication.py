@@ -19,7 +19,7 @@ import numpy as np
 
 from scorer.framework import CycleContext, Insufficient, Status
 from scorer.gang import GangPlan
-from scorer.network.fit import plan_fit, tp_fit
+from scorer.network.fit import plan_fit_of, tp_fit
 from scorer.network.view import Settings
 from scorer.scores.communication import node_efficiency
 
@@ -66,8 +66,7 @@ class CommunicationFilter:
         )
 
     def allows_plan(self, ctx: CycleContext, plan: GangPlan) -> Status:
-        picks = list(zip(plan.slots, plan.gpus, strict=True))
-        fit = plan_fit(ctx.job, ctx.state, picks, ctx.network)
+        fit = plan_fit_of(ctx, plan)
         if fit is None or not fit.cross_region:
             return Status.success()
         if fit.partial_replica:

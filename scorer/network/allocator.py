@@ -127,6 +127,8 @@ class BandwidthAllocator:
         self._ids: list[str] = []
         self._index: dict[str, int] = {}
         self._version = -1
+        self._layout = 0  # bumps whenever flows or their paths change (not phases)
+        self._shape: tuple[int, _Shape] | None = None
 
     # ---- jobs ------------------------------------------------------------------------------
     def set_job(self, job_id: str, flows: Sequence[Flow], phase: str = "COMM") -> None:
@@ -144,6 +146,7 @@ class BandwidthAllocator:
         self._slots[job_id] = slots
         self._job_names.append(job_id)
         self._job[slots] = len(self._job_names) - 1
+        self._layout += 1
         for slot, f in zip(slots, flows, strict=True):
             self.flows[slot] = f
             self._w[slot], self._peak[slot] = f.weight, f.peak_gbps
@@ -166,6 +169,7 @@ class BandwidthAllocator:
         self.phase.pop(job_id, None)
         if slots is None:
             return False
+        self._layout += 1
         for slot in slots:
             self.flows[slot] = None
             self._active[slot] = False
@@ -229,16 +233,15 @@ class BandwidthAllocator:
         for lid in self.graph.links:
             self._link_index(lid)
         self._version = self.graph.version
+        self._layout += 1
 
     # ---- sharing ---------------------------------------------------------------------------
     def rates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(active slots, their rates, allocatable per link) under the policy."""
         self._refresh_paths()
         cap = np.array([self._allocatable(lid) for lid in self._ids], dtype=float)
-        slots = np.flatnonzero(self._active[: len(self.flows)])
-        paths = self._paths[slots]
-        routed = (paths >= 0).any(axis=1)
-        slots, paths = slots[routed], paths[routed]  # a flow with no path gets nothing
+        shape = self._layout_now()
+        slots, paths = shape.slots, shape.paths
         if self.policy.mode == "equal":
             rates = np.minimum(equal_split(cap, paths), self._peak[slots])
         else:
@@ -257,13 +260,9 @@ class BandwidthAllocator:
     def allocate(self) -> Allocation:
         """Rates now, summed per (job, link): what the quotas should say."""
         slots, rates, cap = self.rates()
-        paths = self._paths[slots]
-        flow, hop = np.nonzero(paths >= 0)
-        link = paths[flow, hop]
+        shape = self._layout_now()
+        flow, link, keys, where = shape.flow, shape.link, shape.keys, shape.where
         demand = self.demand(slots) if slots.size else np.zeros(0)
-        keys, where = np.unique((self._job[slots][flow] << KEY_SHIFT) | link, return_inverse=True)
-        first = np.zeros(keys.shape[0], np.int64)
-        first[where] = flow  # any flow of the key: a job's flows share its phase
         return Allocation(
             link_ids=tuple(self._ids),
             capacity=cap,
@@ -271,11 +270,18 @@ class BandwidthAllocator:
             keys=keys.astype(np.int64),
             gbps=np.bincount(where, weights=rates[flow], minlength=keys.shape[0]),
             demand=np.bincount(where, weights=demand[flow], minlength=keys.shape[0]),
-            comm=self._comm[slots][first],
+            comm=self._comm[slots][shape.first],
             job_names=self._job_names,
             weight=_PerJob(self, self.weight_of),
             tenant=_PerJob(self, self.tenant_of),
         )
+
+    def _layout_now(self) -> _Shape:
+        """The routed flows' slots, paths and (job, link) keys: kept until flows or paths
+        change, so a round of phase changes does not sort them again."""
+        if self._shape is None or self._shape[0] != self._layout:
+            self._shape = (self._layout, _Shape.of(self))
+        return self._shape[1]
 
     def weight_of(self, job_id: str) -> float:
         return max((f.weight for f in self.flows_of(job_id)), default=1.0)
@@ -283,6 +289,33 @@ class BandwidthAllocator:
     def tenant_of(self, job_id: str) -> str:
         flows = self.flows_of(job_id)
         return flows[0].tenant if flows else ""
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """Routed flows (slots, paths), their (flow, link) entries and the sorted (job, link)
+    keys they sum into (`where`: each entry's key; `first`: a flow of each key)."""
+
+    slots: np.ndarray
+    paths: np.ndarray
+    flow: np.ndarray
+    link: np.ndarray
+    keys: np.ndarray
+    where: np.ndarray
+    first: np.ndarray
+
+    @classmethod
+    def of(cls, a: BandwidthAllocator) -> _Shape:
+        slots = np.flatnonzero(a._active[: len(a.flows)])
+        paths = a._paths[slots]
+        routed = (paths >= 0).any(axis=1)
+        slots, paths = slots[routed], paths[routed]  # a flow with no path gets nothing
+        flow, hop = np.nonzero(paths >= 0)
+        link = paths[flow, hop]
+        keys, where = np.unique((a._job[slots][flow] << KEY_SHIFT) | link, return_inverse=True)
+        first = np.zeros(keys.shape[0], np.int64)
+        first[where] = flow  # any flow of the key: a job's flows share its phase
+        return cls(slots, paths, flow, link, keys.astype(np.int64), where, first)
 
 
 class _PerJob(Mapping[str, _V]):

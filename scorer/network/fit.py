@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from scorer.catalog import Catalog
 from scorer.network.allocator import Flow
@@ -19,7 +20,21 @@ from scorer.network.view import NetworkView, Route, Settings
 from scorer.state import ClusterState
 from scorer.types import Assignment, JobSpec
 
-__all__ = ["PlanFit", "demand_on", "job_flows", "layout_of", "plan_fit", "ring_hops", "tp_fit"]
+if TYPE_CHECKING:
+    from scorer.framework import CycleContext
+    from scorer.gang import GangPlan
+
+__all__ = [
+    "PlanFit",
+    "demand_on",
+    "has_tp_traffic",
+    "job_flows",
+    "layout_of",
+    "plan_fit",
+    "plan_fit_of",
+    "ring_hops",
+    "tp_fit",
+]
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,18 @@ def _partial(layout: Layout, demand: CommDemand) -> bool:
 
 def _routes(view: NetworkView, layout: Layout, weight: float) -> list[tuple[str, str, Route]]:
     return [(a, b, view.route(a, b, weight)) for a, b in ring_hops(layout)]
+
+
+def plan_fit_of(ctx: CycleContext, plan: GangPlan) -> PlanFit | None:
+    """`plan_fit` of a spread plan, computed once per cycle for the filter and score that
+    both judge it."""
+    hit = ctx.plans.get(id(plan))
+    if hit is not None and hit[0] is plan:
+        return cast("PlanFit | None", hit[1])
+    picks = list(zip(plan.slots, plan.gpus, strict=True))
+    fit = plan_fit(ctx.job, ctx.state, picks, ctx.network)
+    ctx.plans[id(plan)] = (plan, fit)
+    return fit
 
 
 def plan_fit(
@@ -154,12 +181,18 @@ def job_flows(
 _TP_CACHE: dict[tuple[object, ...], tuple[float, float] | None] = {}
 
 
+def has_tp_traffic(job: JobSpec) -> bool:
+    """Whether the job's tensor-parallel traffic is modelled at all (`tp_fit` not None on
+    some model): a training job with TP > 1 and known parameters."""
+    return job.tensor_parallel > 1 and job.kind == "TRAINING" and job.params_b > 0
+
+
 def tp_fit(
     job: JobSpec, model: str, catalog: Catalog, assumptions: CommAssumptions | None = None
 ) -> tuple[float, float] | None:
     """(efficiency, GB/s needed for `min_eff`=0.5) of the job's tensor-parallel traffic over one
     node of `model`; None when it has none or is not modelled. Cached by the job's shape."""
-    if job.tensor_parallel <= 1 or job.kind != "TRAINING" or job.params_b <= 0:
+    if not has_tp_traffic(job):
         return None
     key = (
         model, job.params_b, job.precision, job.tensor_parallel, job.pipeline_parallel,

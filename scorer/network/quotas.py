@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -66,6 +67,9 @@ class QuotaChange(NamedTuple):
     reason: str  # new | change | renew | capacity | revoke
     previous_gbps: float | None = None
     demand_gbps: float = 0.0  # what the job asked for on this link in its phase
+
+
+_CHANGE = partial(tuple.__new__, QuotaChange)  # a record from its fields, no Python call
 
 
 class QuotaLedger:
@@ -121,30 +125,26 @@ class QuotaLedger:
     ) -> list[QuotaChange]:
         idx = np.flatnonzero(reason >= 0)
         idx = idx[np.argsort(gbps[idx] >= old[idx], kind="stable")]  # decreases first
-        names, link_ids = alloc.job_names, alloc.link_ids
-        rows = zip(
-            (keys[idx] >> KEY_SHIFT).tolist(),
-            (keys[idx] & _LINK_MASK).tolist(),
+        if not idx.size:
+            return []
+        # records only for the quotas that change, built column by column: a busy round
+        # emits thousands, and a NamedTuple's own __new__ is a Python call per record
+        names = np.asarray(alloc.job_names, dtype=object)
+        link_ids = np.asarray(alloc.link_ids, dtype=object)
+        r, o = reason[idx], old[idx]
+        previous = o.astype(object)
+        previous[(r == 0) & (o == 0)] = None  # a first issue has no previous rate
+        columns = (
+            names[keys[idx] >> KEY_SHIFT].tolist(),
+            link_ids[keys[idx] & _LINK_MASK].tolist(),
             gbps[idx].tolist(),
-            alloc.comm[idx].tolist(),
-            reason[idx].tolist(),
-            old[idx].tolist(),
+            [until] * idx.size,
+            np.where(alloc.comm[idx], "COMM", "COMPUTE").tolist(),
+            np.asarray(REASONS, dtype=object)[r].tolist(),
+            previous.tolist(),
             alloc.demand[idx].tolist(),
-            strict=True,
         )
-        return [
-            QuotaChange(
-                names[j],
-                link_ids[lk],
-                g,
-                until,
-                "COMM" if c else "COMPUTE",
-                REASONS[r],
-                None if r == 0 and o == 0 else o,
-                dm,
-            )
-            for j, lk, g, c, r, o, dm in rows
-        ]
+        return list(map(_CHANGE, zip(*columns, strict=True)))
 
     def _replaced(
         self,

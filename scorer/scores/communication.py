@@ -17,7 +17,7 @@ import numpy as np
 
 from scorer.framework import CycleContext
 from scorer.gang import GangPlan
-from scorer.network.fit import plan_fit, tp_fit
+from scorer.network.fit import has_tp_traffic, plan_fit_of, tp_fit
 
 __all__ = ["NAME", "CommunicationScore", "node_efficiency"]
 
@@ -34,8 +34,7 @@ class CommunicationScore:
         return 100.0 * efficiency[ctx.state.model[slots]]
 
     def score_plan(self, ctx: CycleContext, plan: GangPlan) -> float:
-        fit = plan_fit(ctx.job, ctx.state, list(zip(plan.slots, plan.gpus, strict=True)),
-                       ctx.network)  # fmt: skip
+        fit = plan_fit_of(ctx, plan)
         if fit is None:
             return 100.0
         price = ctx.state.price
@@ -47,6 +46,8 @@ class CommunicationScore:
 
 def node_efficiency(ctx: CycleContext) -> np.ndarray | None:
     """Tensor-parallel efficiency per GPU model of the state (None: nothing to judge)."""
+    if not has_tp_traffic(ctx.job):  # no model would judge it: skip asking each one
+        return None
     key = ("tp_efficiency", 0)
     if key not in ctx.memo:
         catalog = ctx.state.catalog

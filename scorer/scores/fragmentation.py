@@ -10,6 +10,9 @@ mix-weighted fragmentation grows: score = 50 - 50 x growth / requested milli, cl
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
+
 import numpy as np
 
 from scorer.fragmix import (
@@ -54,25 +57,94 @@ class FragmentationScore:
 
 
 class NodeFragmentation:
-    """Each node's expected fragmentation now, cached by the state's row versions: a decision
-    recomputes only the nodes that changed since (and all of them when the mix does)."""
+    """Each node's expected fragmentation now, and its growth under each job shape scored,
+    cached by the state's row versions: a decision recomputes only the nodes that changed
+    since (a reservation, a release, health), and every node when the mix does."""
 
-    def __init__(self) -> None:
-        self._key: tuple[int, int] = (0, 0)
+    def __init__(self, shapes: int = 16) -> None:
+        self._state: weakref.ref[ClusterState] | None = None
+        self._mix: MixClasses | None = None
         self._values = np.zeros(0)
         self._versions = np.zeros(0, np.int64)
+        self._shapes: OrderedDict[tuple[int, ...], _Growth] = OrderedDict()
+        self._max_shapes = max(1, shapes)
 
     def __call__(self, state: ClusterState, slots: np.ndarray, mix: MixClasses) -> np.ndarray:
-        size = state.row_version.shape[0]
-        key = (id(state), id(mix))
-        if key != self._key or self._values.shape[0] != size:
-            self._key = key
-            self._values, self._versions = np.zeros(size), np.full(size, -1, np.int64)
+        self._check(state, mix)
         stale = slots[self._versions[slots] != state.row_version[slots]]
         if stale.size:
             self._values[stale] = fragmentation(Profile.of_state(state, stale), mix)
             self._versions[stale] = state.row_version[stale]
         return self._values[slots]
+
+    def _check(self, state: ClusterState, mix: MixClasses) -> None:
+        """Forget everything when the state, its size or the mix changed."""
+        size = state.row_version.shape[0]
+        same = self._state is not None and self._state() is state
+        if not same or mix is not self._mix or self._values.shape[0] != size:
+            self._state, self._mix = weakref.ref(state), mix
+            self._values, self._versions = np.zeros(size), np.full(size, -1, np.int64)
+            self._shapes.clear()
+
+    def growth(
+        self, ctx: CycleContext, slots: np.ndarray, mix: MixClasses
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`placement_growth` of the job's shape, recomputed only for the stale nodes."""
+        state, job = ctx.state, ctx.job
+        self._check(state, mix)
+        key = _shape(ctx)
+        cached = self._shapes.get(key)
+        if cached is None:
+            cached = self._shapes[key] = _Growth(state.row_version.shape[0])
+            if len(self._shapes) > self._max_shapes:
+                self._shapes.popitem(last=False)
+        else:
+            self._shapes.move_to_end(key)
+        stale = slots[cached.versions[slots] != state.row_version[slots]]
+        if stale.size:
+            now = self(state, stale, mix)
+            after, requested = _after(ctx, stale)
+            cached.growth[stale] = fragmentation(after, mix) - now
+            cached.requested[stale] = requested
+            cached.versions[stale] = state.row_version[stale]
+        if not ctx.spread and not ctx.fractional:  # one request for every node
+            return cached.growth[slots], np.full(slots.shape[0], float(job.gpu_count * FULL))
+        return cached.growth[slots], cached.requested[slots]
+
+
+class _Growth:
+    """Per node: fragmentation growth and requested milli for one job shape, with the row
+    version they were computed at (-1: never)."""
+
+    def __init__(self, size: int) -> None:
+        self.growth = np.zeros(size)
+        self.requested = np.zeros(size)
+        self.versions = np.full(size, -1, np.int64)
+
+
+def _shape(ctx: CycleContext) -> tuple[int, ...]:
+    """What the growth on a node depends on besides the node's row."""
+    job = ctx.job
+    if ctx.fractional:
+        return (0, job.gpu_milli, job.cpu_milli, job.memory_mib)
+    if ctx.spread:
+        return (2, job.gpu_count, max(1, job.tensor_parallel), job.cpu_milli, job.memory_mib)
+    return (1, job.gpu_count, job.cpu_milli, job.memory_mib)
+
+
+def _after(ctx: CycleContext, slots: np.ndarray) -> tuple[Profile, np.ndarray]:
+    """Each node's profile once the job lands there, and the milli-GPU it requests there."""
+    s, job = ctx.state, ctx.job
+    before = Profile.of_state(s, slots)
+    if ctx.fractional:
+        free = np.where(s.gpu_exists[slots] & s.gpu_ok[slots], s.free_milli[slots], 0)
+        x = np.where(free >= job.gpu_milli, free, FULL + 1).min(axis=1)  # best-fit GPU
+        x = np.where(x > FULL, job.gpu_milli, x)  # no room (filtered out anyway)
+        after = before.taking_share(x, job.gpu_milli, job.cpu_milli, job.memory_mib)
+        return after, np.full(slots.shape[0], float(job.gpu_milli))
+    k = np.broadcast_to(np.asarray(ctx.gpus_taken(slots)), (slots.shape[0],))
+    after = before.taking_whole(k, job.cpu_milli, job.memory_mib)
+    return after, k.astype(float) * FULL
 
 
 def placement_growth(
@@ -82,21 +154,12 @@ def placement_growth(
     cache: NodeFragmentation | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Growth of each node's expected fragmentation if the job lands there, and the milli-GPU
-    it requests there."""
-    s, job = ctx.state, ctx.job
-    before = Profile.of_state(s, slots)
-    if ctx.fractional:
-        free = np.where(s.gpu_exists[slots] & s.gpu_ok[slots], s.free_milli[slots], 0)
-        x = np.where(free >= job.gpu_milli, free, FULL + 1).min(axis=1)  # best-fit GPU
-        x = np.where(x > FULL, job.gpu_milli, x)  # no room (filtered out anyway)
-        after = before.taking_share(x, job.gpu_milli, job.cpu_milli, job.memory_mib)
-        requested = np.full(slots.shape[0], float(job.gpu_milli))
-    else:
-        k = np.broadcast_to(np.asarray(ctx.gpus_taken(slots)), (slots.shape[0],))
-        after = before.taking_whole(k, job.cpu_milli, job.memory_mib)
-        requested = k.astype(float) * FULL
+    it requests there (with a cache: computed again only for nodes changed since)."""
     classes = mix.classes()
-    now = cache(s, slots, classes) if cache is not None else fragmentation(before, classes)
+    if cache is not None:
+        return cache.growth(ctx, slots, classes)
+    after, requested = _after(ctx, slots)
+    now = fragmentation(Profile.of_state(ctx.state, slots), classes)
     return fragmentation(after, classes) - now, requested
 
 

@@ -9,23 +9,37 @@ from __future__ import annotations
 import numpy as np
 
 from scorer.framework import CycleContext
+from scorer.rowcache import RowCache
 
-__all__ = ["NAME", "LoadBalanceScore", "least_allocated_score"]
+__all__ = ["NAME", "LoadBalanceScore", "balance", "least_allocated_score"]
 
 NAME = "load_balance"
 
 
 class LoadBalanceScore:
+    """Each node's score depends only on its row and the job's shape: kept per shape and
+    recomputed only for the nodes changed since (`RowCache`)."""
+
     name = NAME
 
+    def __init__(self) -> None:
+        self._cache = RowCache()
+
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
-        s = ctx.state
-        free = s.free_milli_total[slots]
-        taken = ctx.gpus_taken(slots) * ctx.job.gpu_milli
-        size = s.gpu_count[slots]
-        spread = least_allocated_score(free - taken, size * 1000)
-        breaks = (s.free_whole[slots] == size) & (size >= 2) & (taken < size * 1000)
-        return np.where(breaks, 0.0, spread)
+        job = ctx.job
+        shape = (ctx.spread, job.gpu_count, job.gpu_milli, max(1, job.tensor_parallel))
+        return self._cache.get(ctx.state, shape, slots, lambda rows: balance(ctx, rows))
+
+
+def balance(ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
+    """The score of each node of `slots`, computed afresh."""
+    s = ctx.state
+    free = s.free_milli_total[slots]
+    taken = ctx.gpus_taken(slots) * ctx.job.gpu_milli
+    size = s.gpu_count[slots]
+    spread = least_allocated_score(free - taken, size * 1000)
+    breaks = (s.free_whole[slots] == size) & (size >= 2) & (taken < size * 1000)
+    return np.where(breaks, 0.0, spread)
 
 
 def least_allocated_score(free_after: np.ndarray, capacity: np.ndarray) -> np.ndarray:
