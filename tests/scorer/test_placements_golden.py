@@ -1,7 +1,8 @@
 """The decision core places a seeded job stream on a seeded fleet exactly as recorded.
 
-`data/placements_golden.json` was recorded from main before the incremental-state speed work
-(issue 36), so a faster core that decides differently fails here. The stream exercises what the
+`data/placements_golden.json` was recorded before the incremental-state speed work (issue 36), at
+the packing branch's tip (ba9596d: the default preset packs first, issue 35), which has none of
+that work, so a faster core that decides differently fails here. The stream exercises what the
 speed work caches: reservations and releases (whole GPUs, shares, host CPU/memory), GPU and node
 health, speed factors, and a learned fragmentation mix; gangs spread over nodes and, with the
 link graph, over regions.
