@@ -18,6 +18,7 @@ from gpuflow.commands.deploy import create_topics
 from gpuflow.commands.forecast import forecast
 from gpuflow.commands.generate import generate
 from gpuflow.commands.jobs import submit, topics, watch
+from gpuflow.commands.logs import logs
 from gpuflow.commands.queue import policy, queue
 from gpuflow.commands.replay import replay
 from gpuflow.commands.schemas_cmd import schemas_command
@@ -38,8 +39,9 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 app.command("up")(up)
-app.command("submit")(submit)
+app.command("submit", context_settings={"ignore_unknown_options": True})(submit)
 app.command("watch")(watch)
+app.command("logs")(logs)
 app.command("topics")(topics)
 app.command("agent")(agent)
 app.command("sql")(sql)
