@@ -1,11 +1,12 @@
 """`NodeExecutor`: carries out the decisions for its own node(s) with real processes.
 
-It reads (no consumer group, from `lookback_s` ago on every start) gpuflow.jobs.routed for the
-jobs' specs (what to run), and gpuflow.decisions.placement / .preemption / .migration: every
-node's placements (so it knows when a job it runs was placed again elsewhere: its process is
-stopped), and the preemptions and moves of its own jobs. State that must outlive the process is
-in the `Journal`; on start it re-attaches to the processes it started and reports the ones
-that ended meanwhile. See docs/agents.md, "The node executor".
+It reads, with no consumer group and from `lookback_s` ago on every start, gpuflow.jobs.submitted
+for the jobs' specs (what to run: the first submission of a job id, as the router takes it) and
+gpuflow.decisions.placement / .preemption / .migration: every node's placements (so it knows
+when a job it runs was placed again elsewhere: its process is stopped), and the preemptions and
+moves of its own jobs. State that must outlive the process is in the `Journal`; on start it
+re-attaches to the processes it started and reports the ones that ended meanwhile. See
+docs/agents.md, "The node executor".
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ from infra.topics import (
     DECISIONS_PREEMPTION,
     JOBS_EVENTS,
     JOBS_LOGS,
-    JOBS_ROUTED,
+    JOBS_SUBMITTED,
 )
 from schemas import DecodeError, make_codec
 
 __all__ = ["ExecutorSettings", "ExecutorStats", "NodeExecutor"]
 
 log = logging.getLogger(__name__)
-TOPICS = (JOBS_ROUTED, DECISIONS_PLACEMENT, DECISIONS_PREEMPTION, DECISIONS_MIGRATION)
+TOPICS = (JOBS_SUBMITTED, DECISIONS_PLACEMENT, DECISIONS_PREEMPTION, DECISIONS_MIGRATION)
 _CAP = 50_000  # job specs and latest epochs remembered
 
 
@@ -144,8 +145,8 @@ class NodeExecutor:
         except DecodeError as exc:
             log.warning("executor skipped an undecodable record on %s: %s", msg.topic(), exc)
             return
-        if name == "RoutedJob":
-            _remember(self.specs, record["job"]["job_id"], record["job"])
+        if name == "JobSubmitted" and record["job_id"] not in self.specs:
+            _remember(self.specs, record["job_id"], record)  # the first, as the router takes
         elif name == "PlacementDecision" and record["outcome"] == "PLACED":
             self._on_placement(record)
         elif name == "PreemptionDecision":
@@ -233,7 +234,7 @@ class NodeExecutor:
                 {
                     "type": "FAILED",
                     "cause": "LAUNCH_ERROR",
-                    "detail": "the job's spec was not seen on gpuflow.jobs.routed",
+                    "detail": "the job's spec was not seen on gpuflow.jobs.submitted",
                 }
             )
         elif clash:

@@ -76,8 +76,9 @@ def logs(
             for msg in c.consume(500, timeout=0.2):
                 if msg.error():
                     continue
-                if msg.offset() + 1 >= ends.get(msg.partition(), 0):
-                    done.add(msg.partition())
+                partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
+                if offset + 1 >= ends.get(partition, 0):
+                    done.add(partition)
                 if msg.key() == key:
                     _print(codec, printer, msg.value())
     except KafkaException as exc:
