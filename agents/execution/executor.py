@@ -229,17 +229,9 @@ class NodeExecutor:
         )
         held = self._held(task["node_id"], exclude=key)
         clash = sorted(runner.gpus & held)
-        if spec is None:
-            event = runner._end(
-                {
-                    "type": "FAILED",
-                    "cause": "LAUNCH_ERROR",
-                    "detail": "the job's spec was not seen on gpuflow.jobs.submitted",
-                }
-            )
-        elif clash:
+        if clash:
             owners = self._owners(task["node_id"], set(clash), exclude=key)
-            event = runner._end(
+            event = runner.end(
                 {
                     "type": "FAILED",
                     "cause": "REFUSED",
@@ -247,12 +239,24 @@ class NodeExecutor:
                 }
             )
             self.stats.refused += 1
+        elif spec is None:
+            event = runner.end(
+                {
+                    "type": "FAILED",
+                    "cause": "LAUNCH_ERROR",
+                    "detail": "the job's spec was not seen on gpuflow.jobs.submitted",
+                }
+            )
         else:
             event = runner.start(self._env(task))
             if event["type"] == "STARTED":
                 self.stats.started += 1
         self._report(runner, event)
-        if event["type"] == "STARTED":
+        if runner.state is State.ENDED:  # refused or not launched: over at once
+            self.shippers.pop(key).ship(final=True)
+            runner.d.mark_reported("END")
+            del self.runners[key]
+        else:
             runner.d.mark_reported("STARTED")
 
     def _task(self, d: dict[str, Any], spec: dict[str, Any] | None) -> dict[str, Any]:

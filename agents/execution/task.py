@@ -69,7 +69,7 @@ class TaskRunner:
             self.driver.check(t["command"], t["workdir"], t.get("image"), env)
             self.handle = self.driver.launch(t["command"], self.d.path, env, t["workdir"])
         except (LaunchError, OSError) as exc:
-            return self._end({"type": "FAILED", "cause": "LAUNCH_ERROR", "detail": str(exc)})
+            return self.end({"type": "FAILED", "cause": "LAUNCH_ERROR", "detail": str(exc)})
         self.d.put(
             "pid",
             {
@@ -130,7 +130,7 @@ class TaskRunner:
             self.driver.kill(h)  # what the command left behind in its group goes too
             if not self.driver.gone(h):
                 return out
-        return [*out, self._end(self._ending())]
+        return [*out, self.end(self._ending())]
 
     def _escalate(self, now: float) -> None:
         st = self.stop
@@ -177,7 +177,7 @@ class TaskRunner:
             "stderr_tail": stderr,
         }
 
-    def _end(self, event: Event) -> Event:
+    def end(self, event: Event) -> Event:
         self.state = State.ENDED
         self.ending = event
         return event

@@ -4,7 +4,6 @@ cancel stopping the whole process group, the double-booking guard."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import uuid
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 from executor_nodes import ExecutorNode, ended, events_reader, submit, wait_event
-from harness import CODEC, Running, TopicReader, run_stack, wait_for
+from harness import CODEC, Running, TopicReader, run_stack
 from typer.testing import CliRunner
 
 from agents.execution.driver import group_alive
@@ -49,7 +48,7 @@ def _logs(run: Running, job_id: str, monkeypatch: pytest.MonkeyPatch, *more: str
 def test_output_exit_codes_time_limit_and_launch_errors(
     stack: tuple[Running, list[ExecutorNode]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run, nodes = stack
+    run, _ = stack
     events = events_reader(run.config)
     script = (
         "import os,sys; print('hello from', os.environ['GPUFLOW_JOB_ID']); "
@@ -80,3 +79,57 @@ def test_output_exit_codes_time_limit_and_launch_errors(
     gpus = [int(g) for g in out.output.split("visible ")[1].split()[0].split(",")]
     assert len(gpus) == 1 and 0 <= gpus[0] < 4
     events.close()
+
+
+def _forge(config: Config, topic: str, name: str, record: dict[str, Any]) -> None:
+    p = producer(config.kafka)
+    value = CODEC.encode(
+        name, {**record, "event_id": uuid.uuid4().hex, "ts": int(time.time() * 1000)}
+    )
+    p.produce(
+        topic,
+        key=record["job_id"].encode(),
+        value=value,
+        partition=config.kafka.partitioner()(record["region"]),
+    )
+    p.flush(10)
+
+
+def test_cancel_stops_the_process_group_and_busy_gpus_are_refused(
+    stack: tuple[Running, list[ExecutorNode]],
+) -> None:
+    run, _ = stack
+    events, decisions = events_reader(run.config), TopicReader(run.config, DECISIONS_PLACEMENT)
+    # the job leaves a grandchild behind that ignores SIGTERM: only the group's SIGKILL ends it
+    shell = "trap '' TERM; sleep 60 & sleep 60; wait"
+    job = submit(run.config, command=["sh", "-c", shell])
+    pid = wait_event(events, job, "STARTED", 60)["pid"]
+    assert group_alive(pid)
+    [placed] = [d for d in decisions.poll(1) if d["job_id"] == job and d["outcome"] == "PLACED"]
+    # another placement on the same GPUs (a stale decision, say): refused, the job runs on
+    other = submit(run.config, command=["true"], allowed_gpu_models=["K80"])  # never placed
+    _forge(run.config, DECISIONS_PLACEMENT, "PlacementDecision", {**placed, "job_id": other})
+    refused = wait_event(events, other, "FAILED", 30)
+    assert refused["cause"] == "REFUSED" and job in refused["detail"], refused
+    assert group_alive(pid)
+    cancel = {
+        "job_id": job,
+        "for_job_id": "",
+        "region": placed["region"],
+        "cause": "CANCEL",
+        "victim_assignments": placed["assignments"],
+        "checkpoint_first": False,
+        "victim_priority": 0,
+        "reason": "cancelled by its tenant",
+        "victim_epoch": 0,
+        "grace_period_s": 1.0,
+    }
+    asked = time.monotonic()
+    _forge(run.config, DECISIONS_PREEMPTION, "PreemptionDecision", cancel)
+    cancelled = wait_event(events, job, "CANCELLED", 30)
+    assert time.monotonic() - asked < 10
+    assert cancelled["exit_code"] is not None and cancelled["exit_code"] < 0, cancelled
+    assert not group_alive(pid), "a process of the cancelled job's group is still alive"
+    assert [e["type"] for e in ended(events, job)] == ["CANCELLED"]
+    events.close()
+    decisions.close()
