@@ -141,7 +141,8 @@ def wait_event(
         return bool(found)
 
     assert wait_for(seen, timeout_s, every_s=0.1), (
-        f"no {kind} for {job_id}: {[(e['type'], e['epoch'], e.get('detail')) for e in events_of(reader, job_id)]}"
+        f"no {kind} for {job_id}: "
+        f"{[(e['type'], e['epoch'], e.get('detail')) for e in events_of(reader, job_id)]}"
     )
     return found[0]
 
