@@ -45,9 +45,9 @@ _JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def _split_args(args: list[str]) -> tuple[Path | None, list[str]]:
-    """`[JOB_FILE] [-- COMMAND...]`: the first argument is the job file when it names an
-    existing .yaml/.yml/.json file; everything else is the command to run."""
-    if args and Path(args[0]).suffix in _JOB_FILE_SUFFIXES and Path(args[0]).is_file():
+    """`[JOB_FILE] [-- COMMAND...]`: the first argument is the job file when it ends in
+    .yaml/.yml/.json; everything else is the command to run."""
+    if args and Path(args[0]).suffix in _JOB_FILE_SUFFIXES:
         return Path(args[0]), args[1:]
     return None, args
 
