@@ -17,6 +17,8 @@ from typing import Any
 
 from agents.errors import AgentError
 
+SHIM = Path(__file__).with_name("shim.py")
+
 __all__ = ["Handle", "LaunchError", "RawProcessDriver", "group_alive", "process_start"]
 
 
@@ -92,7 +94,7 @@ class RawProcessDriver:
             open(epoch_dir / "stderr.log", "ab") as err,
         ):
             popen = subprocess.Popen(
-                [sys.executable, "-m", "agents.execution.shim", str(epoch_dir), "--", *command],
+                [sys.executable, "-I", "-S", str(SHIM), str(epoch_dir), "--", *command],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,

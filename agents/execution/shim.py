@@ -1,22 +1,25 @@
-"""The tiny wrapper every job runs under: `python -m agents.execution.shim EPOCH_DIR -- ARGV`.
+"""The tiny wrapper every job runs under: `python -I -S .../shim.py EPOCH_DIR -- ARGV`.
 
 The executor starts it as the leader of a new session (so the job's whole process group can be
 signalled); the shim starts the command, waits for it and writes its exit status to the epoch's
 `exit.json`, so the status survives an executor that is dead or restarting. Signals sent to the
 group reach the command directly; the shim itself ignores them (not SIG_IGN, which the command
 would inherit) and lives until the command ends. Only SIGKILL ends it early.
+
+It imports nothing but the standard library (run by path, isolated, without site): a shim
+costs one small interpreter start per job, not gpuflow's imports.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-from agents.execution.journal import write_json
+from typing import Any
 
 _CAUGHT = (
     signal.SIGTERM,
@@ -28,9 +31,16 @@ _CAUGHT = (
 )
 
 
+def write_json(path: Path, data: Any) -> None:
+    """As agents.execution.journal.write_json: a temp file, then an atomic rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        sys.stderr.write("usage: python -m agents.execution.shim EPOCH_DIR -- COMMAND...\n")
+        sys.stderr.write("usage: shim.py EPOCH_DIR -- COMMAND...\n")
         return 2
     epoch_dir, command = Path(argv[0]), argv[2:]
     for sig in _CAUGHT:
