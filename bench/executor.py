@@ -38,7 +38,13 @@ from gpuflow.stack import Stack
 from infra.config import Config, load_config
 from infra.jobspec import job_record
 from infra.kafka import consumer, producer
-from infra.topics import DECISIONS_PREEMPTION, JOBS_EVENTS, JOBS_SUBMITTED, NODE_INVENTORY
+from infra.topics import (
+    DECISIONS_PLACEMENT,
+    DECISIONS_PREEMPTION,
+    JOBS_EVENTS,
+    JOBS_SUBMITTED,
+    NODE_INVENTORY,
+)
 from schemas import SingleObjectCodec
 
 CODEC = SingleObjectCodec()
@@ -53,12 +59,16 @@ def _cpu(pid: int) -> tuple[float, float]:
 
 
 class Events:
-    """gpuflow.jobs.events from the beginning: the first event of each (job, type)."""
+    """gpuflow.jobs.events and the placements from the beginning: the first event of each
+    (job, type), a PLACED decision as (job, "PLACED")."""
 
     def __init__(self, config: Config) -> None:
         self.c = consumer(config.kafka, f"bench-exec-{uuid.uuid4().hex[:6]}")
-        meta = self.c.list_topics(JOBS_EVENTS, timeout=10).topics[JOBS_EVENTS]
-        self.c.assign([TopicPartition(JOBS_EVENTS, p, OFFSET_BEGINNING) for p in meta.partitions])
+        parts = []
+        for topic in (JOBS_EVENTS, DECISIONS_PLACEMENT):
+            meta = self.c.list_topics(topic, timeout=10).topics[topic]
+            parts += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
+        self.c.assign(parts)
         self.first: dict[tuple[str, str], dict[str, Any]] = {}
 
     def poll(self, seconds: float) -> None:
@@ -67,7 +77,8 @@ class Events:
             for msg in self.c.consume(1000, timeout=0.1):
                 if not msg.error():
                     e = CODEC.decode(msg.value())[1]
-                    self.first.setdefault((e["job_id"], e["type"]), e)
+                    kind = e.get("type") or e.get("outcome")
+                    self.first.setdefault((e["job_id"], kind), e)
 
     def count(self, jobs: list[str], kind: str) -> int:
         return sum((j, kind) in self.first for j in jobs)
@@ -218,6 +229,15 @@ def _measure(cfg: Config, nodes: list[ExecutorNode], args: argparse.Namespace) -
         for j in jobs
         if (j["job_id"], "STARTED") in events.first
     ]
+    split = [
+        (
+            events.first[(j["job_id"], "PLACED")]["ts"] - j["ts"],
+            events.first[(j["job_id"], "STARTED")]["ts"]
+            - events.first[(j["job_id"], "PLACED")]["ts"],
+        )
+        for j in jobs
+        if (j["job_id"], "STARTED") in events.first and (j["job_id"], "PLACED") in events.first
+    ]
     cancels = _cancel_phase(cfg, p, events, args.cancels)
     start, gone = percentiles(lat), percentiles(cancels)
     return {
@@ -229,6 +249,8 @@ def _measure(cfg: Config, nodes: list[ExecutorNode], args: argparse.Namespace) -
         "finished": events.count(ids, "FINISHED"),
         "submit_to_started_s": {k: round(v, 3) for k, v in start.items()},
         "submit_to_started_target_p99_s": 1.0,
+        "of_which_submit_to_placed_s": _ms_percentiles([a for a, _ in split]),
+        "of_which_placed_to_started_s": _ms_percentiles([b for _, b in split]),
         "cancel_to_gone_s": {k: round(v, 3) for k, v in gone.items()},
         "cancel_grace_s": GRACE_S,
         "cancel_target_p99_s": GRACE_S + 1.0,
@@ -240,6 +262,10 @@ def _measure(cfg: Config, nodes: list[ExecutorNode], args: argparse.Namespace) -
         "executor_idle_cpu_per_s": round(idle_rate, 4),
         "shim_and_job_cpu_s_per_job": round(kids / max(1, n), 4),
     }
+
+
+def _ms_percentiles(values_ms: list[float]) -> dict[str, float]:
+    return {k: round(v / 1000, 3) for k, v in percentiles(values_ms).items()}
 
 
 if __name__ == "__main__":
