@@ -77,7 +77,7 @@ class Events:
             for msg in self.c.consume(1000, timeout=0.1):
                 if not msg.error():
                     e = CODEC.decode(msg.value())[1]
-                    kind = e.get("type") or e.get("outcome")
+                    kind = str(e.get("type") or e.get("outcome"))
                     self.first.setdefault((e["job_id"], kind), e)
 
     def count(self, jobs: list[str], kind: str) -> int:
