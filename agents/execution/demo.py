@@ -1,6 +1,8 @@
 """`gpuflow up --execute`: local executor nodes beside the simulated fleet, and the example's
-story: a training job starts on a local node, is preempted by an urgent job, resumes from its
-checkpoint on the other local node and finishes; its log is one `gpuflow logs` away."""
+story: a training job starts on a local node; a non-preemptible job takes the other local GPU
+for 15 s and an online-inference job preempts the example (the only job it may evict); the
+example resumes from its checkpoint on the other node once that is free, and finishes; its log
+is one `gpuflow logs` away."""
 
 from __future__ import annotations
 
@@ -80,7 +82,8 @@ def run_story(
         job_id=f"filler-{tag}",
         tenant="research",
         priority_class="urgent-training",
-        command=["sleep", "10"],
+        preemptible=False,
+        command=["sleep", "15"],
     )
     urgent = _job(
         region,
