@@ -129,8 +129,7 @@ class NodeExecutor:
             for event in runner.tick(now):
                 if event is runner.ending:
                     shipper.ship(final=True)
-                    self._report(runner, event)
-                    runner.d.mark_reported("END")
+                    self._report(runner, event, mark="END")
                     del self.runners[key], self.shippers[key]
                 else:
                     self._report(runner, event)
@@ -251,13 +250,10 @@ class NodeExecutor:
             event = runner.start(self._env(task))
             if event["type"] == "STARTED":
                 self.stats.started += 1
-        self._report(runner, event)
         if runner.state is State.ENDED:  # refused or not launched: over at once
             self.shippers.pop(key).ship(final=True)
-            runner.d.mark_reported("END")
             del self.runners[key]
-        else:
-            runner.d.mark_reported("STARTED")
+        self._report(runner, event, mark="END" if runner.state is State.ENDED else "STARTED")
 
     def _task(self, d: dict[str, Any], spec: dict[str, Any] | None) -> dict[str, Any]:
         spec = spec or {}
@@ -343,18 +339,23 @@ class NodeExecutor:
             alive = runner.attach()
             self.stats.reattached += alive
             if "STARTED" not in d.reported() and d.get("pid"):
-                self._report(runner, {"type": "STARTED", "pid": d.get("pid")["pid"]})
-                d.mark_reported("STARTED")
+                self._report(
+                    runner, {"type": "STARTED", "pid": d.get("pid")["pid"]}, mark="STARTED"
+                )
             log.info("executor found job_id=%s epoch=%d alive=%s", d.job_id, d.epoch, alive)
 
     # ---- reporting ------------------------------------------------------------------------
-    def _report(self, runner: TaskRunner, event: Event) -> None:
+    def _report(self, runner: TaskRunner, event: Event, mark: str | None = None) -> None:
+        """Produce the event; `mark` it as reported in the journal once the broker has it (a
+        crash before that reports it again on restart, with the same event id)."""
         t = runner.task
         kind = event["type"]
         if kind not in ("STARTED", "CHECKPOINTED"):
             self.stats.ended[kind] = self.stats.ended.get(kind, 0) + 1
-        if not t["lead"]:
-            return  # a gang's other nodes run their share; the first node reports
+        if not t["lead"]:  # a gang's other nodes run their share; the first node reports
+            if mark:
+                runner.d.mark_reported(mark)
+            return
         ts = int(time.time() * 1000)
         record = {
             "progress": runner.progress,
@@ -373,9 +374,8 @@ class NodeExecutor:
             key=t["job_id"].encode(),
             value=value,
             partition=self.partition_of(t["region"]),
+            on_delivery=None if mark is None else _marker(runner, mark),
         )
-        if kind != "CHECKPOINTED":
-            self._p.flush(5)  # a lifecycle event is journalled as reported only once sent
         log.info(
             "executor %s job_id=%s epoch=%d %s",
             kind,
@@ -387,6 +387,16 @@ class NodeExecutor:
     def _send_log(self, record: dict[str, Any]) -> None:
         value = self.codec.encode("JobLog", record, topic=JOBS_LOGS)
         self._p.produce(JOBS_LOGS, key=record["job_id"].encode(), value=value)
+
+
+def _marker(runner: TaskRunner, mark: str) -> Any:
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is None:
+            runner.d.mark_reported(mark)
+        else:
+            log.warning("executor event not delivered job_id=%s: %s", runner.task["job_id"], err)
+
+    return delivered
 
 
 def _remember(cache: OrderedDict[str, Any], key: str, value: Any) -> None:
