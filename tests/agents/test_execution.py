@@ -33,14 +33,23 @@ def test_exactly_the_placed_gpus_are_visible_by_vendor(vendor: str, expected: di
 
 def test_a_gpu_share_adds_the_mps_limit_on_nvidia_only() -> None:
     assert visible_devices_env("nvidia", [3], 250) == {
-        "CUDA_VISIBLE_DEVICES": "3", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25"}  # fmt: skip
+        "CUDA_VISIBLE_DEVICES": "3",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25",
+    }
     assert visible_devices_env("amd", [3], 250) == {
-        "HIP_VISIBLE_DEVICES": "3", "ROCR_VISIBLE_DEVICES": "3"}  # fmt: skip
+        "HIP_VISIBLE_DEVICES": "3",
+        "ROCR_VISIBLE_DEVICES": "3",
+    }
 
 
 def test_a_job_cannot_widen_its_visibility_and_resume_is_set_only_with_a_checkpoint() -> None:
-    kw: dict[str, Any] = dict(devices={"CUDA_VISIBLE_DEVICES": "1"}, job_id="j", epoch=2,
-                              checkpoint_dir="/c", progress_file="/c/p")  # fmt: skip
+    kw: dict[str, Any] = dict(
+        devices={"CUDA_VISIBLE_DEVICES": "1"},
+        job_id="j",
+        epoch=2,
+        checkpoint_dir="/c",
+        progress_file="/c/p",
+    )
     env = job_env({"GPUFLOW_RESUME": "1"}, {"CUDA_VISIBLE_DEVICES": "0,1,2"}, resume=False, **kw)
     assert env["CUDA_VISIBLE_DEVICES"] == "1" and "GPUFLOW_RESUME" not in env
     assert env["GPUFLOW_EPOCH"] == "2" and env["GPUFLOW_CHECKPOINT_DIR"] == "/c"
@@ -49,9 +58,19 @@ def test_a_job_cannot_widen_its_visibility_and_resume_is_set_only_with_a_checkpo
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("05:30", 330),
-     ("1:02:03", 3723), ("1-00:00:00", 86400), ("2-3", 183600), ("1-2:30", 95400), (0, 0)],
-)  # fmt: skip
+    [
+        ("90", 90),
+        ("90s", 90),
+        ("30m", 1800),
+        ("2h", 7200),
+        ("05:30", 330),
+        ("1:02:03", 3723),
+        ("1-00:00:00", 86400),
+        ("2-3", 183600),
+        ("1-2:30", 95400),
+        (0, 0),
+    ],
+)
 def test_time_limits_in_seconds_and_slurm_forms(text: Any, seconds: int) -> None:
     assert parse_time_limit(text) == seconds
 
@@ -66,9 +85,16 @@ def _runner(tmp_path: Path, command: list[str], **task: Any) -> TaskRunner:
     journal = Journal(tmp_path / "journal")
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir(exist_ok=True)
-    spec = {"job_id": "job-1", "epoch": 0, "gpu_indices": [1], "command": command,
-            "workdir": "", "checkpoint_dir": str(ckpt), "started_s": time.time(),
-            **task}  # fmt: skip
+    spec = {
+        "job_id": "job-1",
+        "epoch": 0,
+        "gpu_indices": [1],
+        "command": command,
+        "workdir": "",
+        "checkpoint_dir": str(ckpt),
+        "started_s": time.time(),
+        **task,
+    }
     d = journal.claim("job-1", int(spec["epoch"]), spec)
     return TaskRunner(d, spec, RawProcessDriver(), Timing(term_wait_s=1.0, default_grace_s=2.0))
 
@@ -169,3 +195,22 @@ def wait_until(predicate: Any, timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def test_the_twin_beside_executors_leaves_the_local_nodes_placements_alone() -> None:
+    from agents.execution.demo import TwinBesideExecutors
+    from infra.config import load_config
+
+    seen: list[str] = []
+    twin = TwinBesideExecutors(
+        load_config(env={}), {"local-0"}, on_decision=lambda d: seen.append(d["job_id"])
+    )
+    local = {
+        "job_id": "a",
+        "outcome": "PLACED",
+        "epoch": 0,
+        "region": "us-east",
+        "assignments": [{"node_id": "local-0", "gpu_indices": [0]}],
+    }
+    twin._HANDLERS["PlacementDecision"](twin, None, local)
+    assert seen == ["a"] and "a" not in twin._runs
