@@ -63,11 +63,8 @@ def _job(region: str, **spec: Any) -> dict[str, Any]:
     )
 
 
-def run_story(
-    config: Config, region: str, say: Callable[[str], None], stop: threading.Event
-) -> None:
-    """Submit the example, then the jobs that preempt it; narrate its events."""
-    tag = uuid.uuid4().hex[:4]
+def _story_jobs(region: str, tag: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The example, the non-preemptible filler for the other GPU, the urgent preemptor."""
     example = _job(
         region,
         job_id=f"example-{tag}",
@@ -93,6 +90,15 @@ def run_story(
         priority_class="online-inference",
         command=["sleep", "40"],
     )
+    return example, filler, urgent
+
+
+def run_story(
+    config: Config, region: str, say: Callable[[str], None], stop: threading.Event
+) -> None:
+    """Submit the example, then the jobs that preempt it; narrate its events."""
+    tag = uuid.uuid4().hex[:4]
+    example, filler, urgent = _story_jobs(region, tag)
     codec = make_codec(config.kafka.schema_registry_url or None)
     c = consumer(config.kafka, f"gpuflow-up-story-{tag}")
     meta = c.list_topics(JOBS_EVENTS, timeout=10).topics[JOBS_EVENTS]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from collections import OrderedDict
@@ -27,6 +26,7 @@ from agents.execution.driver import RawProcessDriver
 from agents.execution.envvars import job_env, visible_devices_env
 from agents.execution.journal import Journal
 from agents.execution.logs import LogLimits, LogShipper
+from agents.execution.placed import build_task
 from agents.execution.task import PROGRESS_FILE, Event, State, TaskRunner, Timing
 from infra.config import Config
 from infra.kafka import consumer, producer
@@ -256,41 +256,8 @@ class NodeExecutor:
         self._report(runner, event, mark="END" if runner.state is State.ENDED else "STARTED")
 
     def _task(self, d: dict[str, Any], spec: dict[str, Any] | None) -> dict[str, Any]:
-        spec = spec or {}
         [mine, *_] = self._mine(d["assignments"])
-        command = list(spec.get("command") or [])
-        if spec and not command:  # the twin's kind of job: wait its expected duration
-            seconds = float(d.get("expected_duration_s") or spec.get("expected_duration_s") or 1)
-            command = [
-                sys.executable,
-                "-c",
-                "import sys,time; time.sleep(float(sys.argv[1]))",
-                f"{seconds:.3f}",
-            ]
-        ckpt = self.settings.checkpoint_root / _safe(d["job_id"])
-        ckpt.mkdir(parents=True, exist_ok=True)
-        progress = ckpt / PROGRESS_FILE
-        return {
-            "job_id": d["job_id"],
-            "epoch": int(d.get("epoch") or 0),
-            "region": d["region"],
-            "node_id": mine["node_id"],
-            "node_ids": [a["node_id"] for a in d["assignments"]],
-            "lead": d["assignments"][0]["node_id"] == mine["node_id"],
-            "gpu_indices": list(mine["gpu_indices"]),
-            "gpu_milli": int(mine.get("gpu_milli", 1000)),
-            "command": command,
-            "env": dict(spec.get("env") or {}),
-            "workdir": spec.get("workdir") or "",
-            "image": spec.get("image"),
-            "time_limit_s": int(spec.get("time_limit_s") or 0),
-            "checkpoint_signal": spec.get("checkpoint_signal") or "",
-            "checkpoint_grace_s": float(spec.get("checkpoint_grace_s") or 0),
-            "checkpoint_dir": str(ckpt),
-            "started_s": time.time(),
-            "resume": any(p.name != PROGRESS_FILE for p in ckpt.iterdir()),
-            "base_progress": _read_progress(progress),
-        }
+        return build_task(d, mine, spec, self.settings.checkpoint_root)
 
     def _env(self, task: dict[str, Any]) -> dict[str, str]:
         devices = visible_devices_env(self.settings.vendor, task["gpu_indices"], task["gpu_milli"])
@@ -404,16 +371,3 @@ def _remember(cache: OrderedDict[str, Any], key: str, value: Any) -> None:
     cache.move_to_end(key)
     if len(cache) > _CAP:
         cache.popitem(last=False)
-
-
-def _safe(job_id: str) -> str:
-    from urllib.parse import quote
-
-    return quote(job_id, safe="")
-
-
-def _read_progress(path: Path) -> float:
-    try:
-        return min(1.0, max(0.0, float(path.read_text().strip())))
-    except (OSError, ValueError):
-        return 0.0
