@@ -19,6 +19,7 @@ from gpuflow.commands.forecast import forecast
 from gpuflow.commands.generate import generate
 from gpuflow.commands.jobs import submit, topics, watch
 from gpuflow.commands.lifecycle import cancel, jobs, status
+from gpuflow.commands.logs import logs
 from gpuflow.commands.queue import policy, queue
 from gpuflow.commands.replay import replay
 from gpuflow.commands.schemas_cmd import schemas_command
@@ -40,8 +41,9 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 app.command("up")(up)
-app.command("submit")(submit)
+app.command("submit", context_settings={"ignore_unknown_options": True})(submit)
 app.command("watch")(watch)
+app.command("logs")(logs)
 app.command("topics")(topics)
 app.command("agent")(agent)
 app.command("sql")(sql)

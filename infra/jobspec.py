@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from infra.durations import parse_time_limit
 from infra.errors import InfraError
 from schemas import default_schemas
 from scorer.errors import InvalidSpecError
@@ -99,6 +100,8 @@ def _coerce(name: str, value: Any) -> Any:
             return None
         raise JobSpecError(name, "must not be empty")
     try:
+        if name == "time_limit_s" and isinstance(value, str):
+            value = parse_time_limit(value)  # issue 31: "90", "30m", Slurm's "1-00:00:00"
         if name in _INT_FIELDS or name in ("total_steps", "deferrable_until_ts"):
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError

@@ -52,8 +52,23 @@ def agent(
     ] = None,
     duration: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Where `gpuflow up` keeps state.")] = None,
+    execute: Annotated[
+        bool, typer.Option("--execute", help="Also run the jobs placed here (node executor).")
+    ] = False,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="Executor journal (default: DATA_DIR/executor/NODE).")
+    ] = None,
+    checkpoint_root: Annotated[
+        Path | None,
+        typer.Option(help="Jobs' checkpoint dirs, reachable by every node (DATA_DIR/checkpoints)."),
+    ] = None,
+    grace: Annotated[
+        float,
+        typer.Option(min=0.0, help="Checkpoint grace when neither job nor decision sets one."),
+    ] = 30.0,
 ) -> None:
-    """Publish this node's inventory and tiered GPU telemetry to the configured broker."""
+    """Publish this node's inventory and tiered GPU telemetry to the configured broker; with
+    --execute, also carry out the placements for this node (docs/agents.md)."""
     reader = _reader(simulate, gpu_model, gpus, seed)
     try:
         config = running_config(data_dir)
@@ -64,12 +79,53 @@ def agent(
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         typer.echo(f"gpuflow agent: node {node_id} ({len(node.gpus.gpus)} x "
                    f"{node.gpus.gpus[0].model}) -> {config.kafka.bootstrap_servers}")  # fmt: skip
-        stats = _run(config, node, hz, stop, duration)
+        thread = (
+            _spawn_executor(config, node, stop, state_dir, checkpoint_root, grace)
+            if execute
+            else None
+        )
+        try:
+            stats = _run(config, node, hz, stop, duration)
+        finally:
+            stop.set()
+            if thread is not None:
+                thread.join(15)
     except AgentError as exc:
         raise fail(str(exc)) from None
     finally:
         reader.close()
     typer.echo(f"gpuflow agent: sent {stats.events} events ({stats.by_tier})")
+
+
+def _spawn_executor(
+    config: Any,
+    node: NodeAgent,
+    stop: threading.Event,
+    state_dir: Path | None,
+    checkpoint_root: Path | None,
+    grace: float,
+) -> threading.Thread:
+    """The node executor in a thread beside the telemetry; SIGTERM stops both."""
+    from agents.execution import ExecutorSettings, NodeExecutor
+    from agents.execution.task import Timing
+    from agents.models import physics
+
+    node_id = node.identity.node_id
+    settings = ExecutorSettings(
+        node_ids=(node_id,),
+        state_dir=state_dir or Path(config.data_dir) / "executor" / node_id,
+        checkpoint_root=checkpoint_root or Path(config.data_dir) / "checkpoints",
+        vendor=physics(node.gpus.gpus[0].model).vendor,
+        timing=Timing(default_grace_s=grace),
+    )
+    executor = NodeExecutor(config, settings)
+    thread = threading.Thread(target=executor.run, args=(stop,), name="executor", daemon=True)
+    thread.start()
+    typer.echo(
+        f"gpuflow agent: executing placements for {node_id} "
+        f"(journal {settings.state_dir}, checkpoints {settings.checkpoint_root})"
+    )
+    return thread
 
 
 def _run(config: Any, node: NodeAgent, hz: float, stop: threading.Event,

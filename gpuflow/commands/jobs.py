@@ -41,8 +41,36 @@ def _spec_from(job_file: Path | None, flags: dict[str, Any]) -> dict[str, Any]:
     return job_record(spec)
 
 
+_JOB_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _split_args(args: list[str]) -> tuple[Path | None, list[str]]:
+    """`[JOB_FILE] [-- COMMAND...]`: the first argument is the job file when it ends in
+    .yaml/.yml/.json; everything else is the command to run."""
+    if args and Path(args[0]).suffix in _JOB_FILE_SUFFIXES:
+        return Path(args[0]), args[1:]
+    return None, args
+
+
+def _signal_flag(text: str | None) -> dict[str, Any]:
+    """Slurm's `--signal SIG[@SECONDS]`: the checkpoint signal and, after @, its grace."""
+    if text is None:
+        return {}
+    sig, _, grace = text.partition("@")
+    out: dict[str, Any] = {"checkpoint_signal": sig}
+    if grace:
+        out["checkpoint_grace_s"] = grace
+    return out
+
+
 def submit(
-    job_file: Annotated[Path | None, typer.Argument(help="Job spec YAML.")] = None,
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="[JOB_FILE] [-- COMMAND...]: a job spec YAML and/or the command to run.",
+            show_default=False,
+        ),
+    ] = None,
     job_id: Annotated[str | None, typer.Option(help="Job id (default: generated).")] = None,
     gpus: Annotated[int | None, typer.Option(help="GPUs in the gang.")] = None,
     gpu_milli: Annotated[int | None, typer.Option(help="Share of one GPU, 1..1000.")] = None,
@@ -75,6 +103,21 @@ def submit(
         bool | None, typer.Option("--checkpointing/--no-checkpointing", help="Recompute.")
     ] = None,
     stack: Annotated[str | None, typer.Option(help="Built for: cuda-12.1, rocm-6.0...")] = None,
+    command: Annotated[
+        str | None, typer.Option(help="Command to run, split as a shell would (or after --).")
+    ] = None,
+    env: Annotated[list[str] | None, typer.Option(help="K=V for the job's environment.")] = None,
+    workdir: Annotated[str | None, typer.Option(help="Working directory on the node.")] = None,
+    time_limit: Annotated[
+        str | None,
+        typer.Option(help="Run at most: seconds, 30m, 2h, or Slurm's MM:SS, HH:MM:SS, D-HH:MM:SS."),
+    ] = None,
+    retries: Annotated[int | None, typer.Option(help="Re-runs after a non-zero exit.")] = None,
+    image: Annotated[str | None, typer.Option(help="Container image (needs a runtime).")] = None,
+    signal: Annotated[
+        str | None,
+        typer.Option(help="Checkpoint signal before a stop, SIG[@GRACE_S] (default USR1)."),
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the decision.")] = 60.0,
     data_dir: Annotated[Path, typer.Option(help="Where `gpuflow up` runs.")] = Path("gpuflow-data"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
@@ -108,7 +151,17 @@ def submit(
         "seq_len": seq_len,
         "activation_checkpointing": checkpointing,
         "software_stack": stack,
+        "env": env or None,
+        "workdir": workdir,
+        "time_limit_s": time_limit,
+        "retries": retries,
+        "image": image,
+        **_signal_flag(signal),
     }
+    job_file, argv = _split_args(list(args or []))
+    if argv and command:
+        raise fail("bad job spec: command: give --command or a command after --, not both")
+    flags["command"] = argv or command
     try:
         record = _spec_from(job_file, flags)
     except JobSpecError as exc:

@@ -52,8 +52,18 @@ def up(
     policy: Annotated[
         Path | None, typer.Option(help="Tenancy policy file: tenants, quotas, classes (YAML).")
     ] = None,
+    execute: Annotated[
+        bool,
+        typer.Option(
+            "--execute", help="Add local nodes whose executors run real processes, and the example."
+        ),
+    ] = False,
+    local_nodes: Annotated[
+        int, typer.Option(min=1, max=8, help="With --execute: local 1-GPU executor nodes.")
+    ] = 2,
 ) -> None:
-    """Run broker, worker, simulated fleet, executor twin and a job generator; show decisions."""
+    """Run broker, worker, simulated fleet, executor twin and a job generator; show decisions.
+    With --execute, also local executor nodes running real processes (docs/agents.md)."""
     try:
         extra: dict[str, Any] = {"worker": {"policy_file": str(policy.resolve())}} if policy else {}
         config = load_config(data_dir=str(data_dir), **extra)
@@ -87,7 +97,8 @@ def up(
         from agents import run_fleet
 
         regions = [r.name for r in fleet_obj.spec.regions]
-        twin = ExecutorTwin(cfg, time_scale=time_scale, on_decision=decisions.put)
+        local = _start_local(cfg, regions, local_nodes, console, stack) if execute else []
+        twin = _twin(cfg, {n.node_id for n in local}, time_scale, decisions.put)
         stack.spawn("fleet", run_fleet, cfg, fleet_obj)
         stack.spawn("executor", twin.run)
         jobs = generate_jobs(
@@ -110,6 +121,8 @@ def up(
         finally:
             ended = time.monotonic()
             _drain(decisions, counts, console, quiet, tally)
+            for node in local:
+                node.stop()
             with contextlib.suppress(OSError):
                 (cfg.data_dir / STACK_FILE).unlink()
     console.print(usage_table(tally, fleet_gpus(fleet_obj.nodes), ended))
@@ -119,6 +132,35 @@ def up(
         + f"; jobs finished {twin.stats.finished}, evicted {twin.stats.evicted}, "
         f"running {len(twin.stats.running)}"
     )
+
+
+def _twin(cfg: Any, local: set[str], time_scale: float, put: Any) -> ExecutorTwin:
+    if not local:
+        return ExecutorTwin(cfg, time_scale=time_scale, on_decision=put)
+    from agents.execution.demo import TwinBesideExecutors
+
+    return TwinBesideExecutors(cfg, local, time_scale=time_scale, on_decision=put)
+
+
+def _start_local(cfg: Any, regions: list[str], n: int, console: Console, stack: Any) -> list[Any]:
+    """`n` local executor nodes (1 L4 each) in us-east, and the example's story."""
+    from agents.execution.demo import EXAMPLE, LOCAL_MODEL, local_nodes, run_story
+
+    if not EXAMPLE.is_file():
+        raise fail(f"--execute needs {EXAMPLE} (run from a gpuflow checkout)")
+    region = "us-east" if "us-east" in regions else regions[0]
+    nodes = [node.start() for node in local_nodes(cfg, cfg.data_dir / "local", region, n)]
+    console.print(
+        f"  executing: {n} local {LOCAL_MODEL} nodes in {region} "
+        f"({', '.join(x.node_id for x in nodes)}; logs {cfg.data_dir / 'local'})",
+        highlight=False,
+    )
+
+    def say(line: str) -> None:
+        console.print(f"[bold magenta]{line}[/bold magenta]", highlight=False)
+
+    stack.spawn("story", run_story, cfg, region, say)
+    return nodes
 
 
 def _drain(

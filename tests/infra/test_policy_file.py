@@ -27,8 +27,20 @@ def _write(path: Path, text: str, bump: int) -> None:
 
 def test_the_example_policy_parses() -> None:
     policy = load_policy(REPO / "examples" / "policy.yaml")
-    assert set(policy.tenants) == {"vision", "nlp", "serving", "default"}
+    assert set(policy.tenants) == {"vision", "nlp", "research", "ads", "platform", "serving",
+                                   "default"}  # fmt: skip
     assert policy.gpu_class("H200") == "hopper" and policy.gpu_class("T4") == "T4"
+
+
+def test_the_example_policy_names_every_tenant_of_the_demo() -> None:
+    """`gpuflow up --policy examples/policy.yaml`: no demo job waits for want of a quota."""
+    from agents import demo_fleet
+    from agents.jobgen import generate_jobs
+
+    fleet = demo_fleet()
+    jobs = generate_jobs(500, seed=0, regions=[r.name for r in fleet.regions], fleet=fleet)
+    policy = load_policy(REPO / "examples" / "policy.yaml")
+    assert {j["tenant"] for j in jobs} <= set(policy.tenants)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,69 @@
+"""Executor nodes for tests and the bench: `gpuflow agent --execute --simulate` as real
+processes (so they can be SIGKILLed), plus readers of the job events they report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import CODEC, TopicReader, wait_for
+
+from agents.execution.local import ExecutorNode
+from infra.config import Config
+from infra.jobspec import job_record
+from infra.kafka import producer
+from infra.topics import JOBS_EVENTS, JOBS_SUBMITTED
+
+__all__ = ["ExecutorNode", "ended", "events_of", "events_reader", "submit", "wait_event"]
+
+ENDS = ("FINISHED", "FAILED", "EVICTED", "TIMEOUT", "CANCELLED")
+
+
+def submit(config: Config, **spec: Any) -> str:
+    """Submit one job (validated as `gpuflow submit` would); its id."""
+    record = job_record(
+        {
+            "allowed_regions": ["us-east"],
+            "allowed_gpu_models": ["L4"],
+            "tenant": "default",
+            "gpu_count": 1,
+            **spec,
+        }
+    )
+    p = producer(config.kafka)
+    p.produce(
+        JOBS_SUBMITTED, key=record["job_id"].encode(), value=CODEC.encode("JobSubmitted", record)
+    )
+    p.flush(10)
+    return str(record["job_id"])
+
+
+def events_of(reader: TopicReader, job_id: str) -> list[dict[str, Any]]:
+    return [e for e in reader.poll(0.2) if e.get("job_id") == job_id]
+
+
+def ended(reader: TopicReader, job_id: str) -> list[dict[str, Any]]:
+    return [e for e in events_of(reader, job_id) if e["type"] in ENDS]
+
+
+def wait_event(
+    reader: TopicReader, job_id: str, kind: str, timeout_s: float = 30.0, epoch: int | None = None
+) -> dict[str, Any]:
+    found: list[dict[str, Any]] = []
+
+    def seen() -> bool:
+        found[:] = [
+            e
+            for e in events_of(reader, job_id)
+            if e["type"] == kind and (epoch is None or e["epoch"] == epoch)
+        ]
+        return bool(found)
+
+    assert wait_for(seen, timeout_s, every_s=0.1), (
+        f"no {kind} for {job_id}: "
+        f"{[(e['type'], e['epoch'], e.get('detail')) for e in events_of(reader, job_id)]}"
+    )
+    return found[0]
+
+
+def events_reader(config: Config) -> TopicReader:
+    return TopicReader(config, JOBS_EVENTS)
