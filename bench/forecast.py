@@ -31,8 +31,6 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench._common import write_result
 from forecast import MODELS, SELECTED, BacktestConfig, backtest, build, read_series_csv
 from forecast.metrics import mase_scales, smape_terms
