@@ -18,7 +18,7 @@ from bench import compare as compare_mod
 from bench import table
 from bench._common import load_average
 from bench.registry import BENCHES, Bench, select
-from bench.runner import BenchFailed, command_line, fmt, moved_lines, run_bench, value
+from bench.runner import BenchFailed, command_line, moved_lines, run_bench, shown, value
 
 
 def _list() -> int:
@@ -42,7 +42,7 @@ def _run(benches: tuple[Bench, ...], quick: bool, keep_dir: Path | None) -> int:
             print(f"FAILED {err}", flush=True)
             failed.append(bench.name)
             continue
-        figures = ", ".join(f"{f.label} {fmt(value(run.result, f))} {f.unit}".rstrip()
+        figures = ", ".join(f"{f.label} {shown(value(run.result, f), f.unit)}"
                             for f in bench.figures)  # fmt: skip
         print(f"-- {bench.name}: {run.wall_s} s; {figures or 'no headline figure'}", flush=True)
         for line in moved_lines(run):

@@ -159,7 +159,7 @@ def moved_lines(run: Run, root: Path = REPO) -> list[str]:
         if verdict and new_v is not None and old_v is not None:
             lines.append(
                 f"{run.bench.name}: {figure.label} MOVED ({verdict}): {fmt(old_v)} -> "
-                f"{fmt(new_v)} {figure.unit}, beyond the {figure.tolerance:.0%} tolerance"
+                f"{shown(new_v, figure.unit)}, beyond the {figure.tolerance:.0%} tolerance"
                 f"{note}"
             )
     return lines
@@ -176,3 +176,8 @@ def fmt(v: float | None) -> str:
     if abs(v) >= 1:
         return f"{v:.2f}"
     return f"{v:.3g}"
+
+
+def shown(v: float | None, unit: str) -> str:
+    """A figure with its unit, `—` alone where there is none."""
+    return f"{fmt(v)} {unit}".rstrip() if v is not None else "—"

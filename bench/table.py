@@ -12,7 +12,7 @@ from typing import Any
 
 from bench._common import REPO, RESULTS
 from bench.registry import BENCHES
-from bench.runner import fmt, value
+from bench.runner import shown, value
 
 BEGIN = "<!-- bench-table:begin (python -m bench table --write; do not edit by hand) -->"
 END = "<!-- bench-table:end -->"
@@ -61,8 +61,6 @@ def render(results: Path = RESULTS) -> str:
         if result is None or not bench.figures:
             continue
         for i, figure in enumerate(bench.figures):
-            shown = fmt(value(result, figure))
-            unit = f" {figure.unit}" if figure.unit and shown != "—" else ""
             first = i == 0
             rows.append(
                 "| "
@@ -70,7 +68,7 @@ def render(results: Path = RESULTS) -> str:
                     [
                         f"`{bench.name}`" if first else "",
                         figure.label,
-                        f"{shown}{unit}",
+                        shown(value(result, figure), figure.unit),
                         figure.target,
                         f"`{_command(result)}`" if first else "",
                         _measured(result) if first else "",
