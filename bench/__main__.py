@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("rev")
     p.add_argument("--only", help="comma-separated bench names (default: all)")
     p.add_argument("--rounds", type=int, default=2, help="runs per side, alternated")
+    p.add_argument("--full", action="store_true", help="the full arguments instead of quick")
     p = sub.add_parser("table", help="print, --write or --check the README table")
     p.add_argument("--write", action="store_true")
     p.add_argument("--check", action="store_true")
@@ -97,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "run":
             return _run(select(args.names), args.quick, args.results_dir)
         if args.cmd == "compare":
-            lines = compare_mod.compare(args.rev, select(args.only), max(1, args.rounds))
+            lines = compare_mod.compare(
+                args.rev, select(args.only), max(1, args.rounds), quick=not args.full
+            )
             print("\n".join(lines))
             return 0
         return _table(args.write, args.check)

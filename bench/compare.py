@@ -22,13 +22,16 @@ from bench.runner import BenchFailed, fmt, moved, run_bench, value
 
 def _worktree(rev: str, where: Path) -> Path:
     tree = where / "old"
-    subprocess.run(
+    proc = subprocess.run(
         ["git", "worktree", "add", "--detach", str(tree), rev],
         cwd=REPO,
-        check=True,
         capture_output=True,
         text=True,
     )
+    if proc.returncode != 0:
+        shutil.rmtree(where, ignore_errors=True)
+        lines = proc.stderr.strip().splitlines() or ["git worktree add failed"]
+        raise ValueError(f"cannot check out {rev!r}: {lines[-1]}")
     return tree
 
 
@@ -39,17 +42,21 @@ def _remove(tree: Path) -> None:
     subprocess.run(["git", "worktree", "prune"], cwd=REPO, capture_output=True)
 
 
-def _side(bench: Bench, root: Path, where: Path, tag: str) -> dict[str, float | None]:
+def _side(bench: Bench, root: Path, where: Path, tag: str, quick: bool) -> dict[str, float | None]:
     """One run of `bench` in `root`; its figures (all None when it failed there)."""
+    where.mkdir(parents=True, exist_ok=True)
     log = where / f"{bench.name}.{tag}.log"
     try:
-        run = run_bench(bench, quick=True, root=root, keep_dir=where / tag, log=log)
+        run = run_bench(bench, quick=quick, root=root, keep_dir=where / tag, log=log)
     except BenchFailed as err:
-        print(f"  {tag}: {err} (log: {log.name})", flush=True)
+        tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+        print(f"  {tag}: {err}; its last lines:", *tail, sep="\n    ", flush=True)
         return {f.label: None for f in bench.figures}
     load = run.result["provenance"]["load_average_after"][0]
-    print(f"  {tag}: {run.wall_s} s, load {load}", flush=True)
-    return {f.label: value(run.result, f) for f in bench.figures}
+    figures = {f.label: value(run.result, f) for f in bench.figures}
+    shown = ", ".join(f"{k} {fmt(v)}" for k, v in figures.items())
+    print(f"  {tag}: {run.wall_s} s, load {load}; {shown}", flush=True)
+    return figures
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -57,11 +64,12 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def compare(rev: str, benches: tuple[Bench, ...], rounds: int) -> list[str]:
-    """Run `benches` quick at `rev` and here, alternated; the lines of the comparison."""
+def compare(rev: str, benches: tuple[Bench, ...], rounds: int, quick: bool = True) -> list[str]:
+    """Run `benches` (quick) at `rev` and here, alternated; the lines of the comparison."""
     where = Path(tempfile.mkdtemp(prefix="bench-compare-"))
     tree = _worktree(rev, where)
-    lines = [f"new (working tree) / old ({rev}); median of {rounds} run(s) each, alternated"]
+    mode = "quick" if quick else "full"
+    lines = [f"new (working tree) / old ({rev}), {mode} runs; median of {rounds} each, alternated"]
     try:
         for bench in benches:
             if not bench.figures:
@@ -70,9 +78,9 @@ def compare(rev: str, benches: tuple[Bench, ...], rounds: int) -> list[str]:
             old: dict[str, list[float | None]] = {f.label: [] for f in bench.figures}
             new: dict[str, list[float | None]] = {f.label: [] for f in bench.figures}
             for i in range(rounds):
-                for label, v in _side(bench, tree, where / f"r{i}", "old").items():
+                for label, v in _side(bench, tree, where / f"r{i}", "old", quick).items():
                     old[label].append(v)
-                for label, v in _side(bench, REPO, where / f"r{i}", "new").items():
+                for label, v in _side(bench, REPO, where / f"r{i}", "new", quick).items():
                     new[label].append(v)
             for figure in bench.figures:
                 lines.append(_line(bench, figure, _median(new[figure.label]),

@@ -1,0 +1,38 @@
+"""`python -m bench compare REV` on a real git worktree, with the cheapest bench (`spread`,
+a virtual-clock replay): both sides run, the ratio is printed, the worktree is removed."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.compare import compare
+from bench.registry import select
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _worktrees() -> str:
+    return subprocess.run(
+        ["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_compare_with_head_runs_both_sides_and_cleans_up() -> None:
+    result = REPO / "bench" / "results" / "spread.json"
+    before = result.read_bytes()
+    lines = compare("HEAD", select("spread"), rounds=1)
+    assert lines[0].startswith("new (working tree) / old (HEAD), quick runs")
+    (line,) = lines[1:]
+    # the same code on a virtual clock: the same figure on both sides
+    assert "spread: largest region's share:" in line and "ratio 1.00" in line, line
+    assert "same, within tolerance" in line
+    assert "bench-compare-" not in _worktrees()
+    assert result.read_bytes() == before  # the working tree's result file is left as it was
+
+
+def test_compare_names_a_revision_it_cannot_check_out() -> None:
+    with pytest.raises(ValueError, match="cannot check out 'no-such-rev'"):
+        compare("no-such-rev", select("spread"), rounds=1)
