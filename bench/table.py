@@ -33,15 +33,34 @@ def _measured(result: dict[str, Any]) -> str:
     when = str(prov.get("measured_at") or result.get("measured_at") or "")[:10] or "—"
     rev = str(prov.get("commit") or "")
     rev = (rev[:7] + (" dirty" if rev.endswith("dirty") else "")) if rev else "no commit"
-    before = prov.get("load_average_before")
-    after = prov.get("load_average_after") or result.get("load_average_at_end")
-    if before and after:
-        load = f"load {before[0]} → {after[0]}"
-    elif after:
-        load = f"load {after[0]} at end"
+    before, after = _loads(result)
+    if before is not None and after is not None:
+        load = f"load {before} → {after}"
+    elif after is not None:
+        load = f"load {after} at end"
     else:
         load = "load not recorded"
     return f"{when}, {rev}, {load}"
+
+
+def _first(value: Any) -> float | None:
+    if isinstance(value, list) and value and isinstance(value[0], int | float):
+        return float(value[0])
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _loads(result: dict[str, Any]) -> tuple[float | None, float | None]:
+    """1-minute load average before and after, also from files written before `provenance`."""
+    prov = result.get("provenance") or {}
+    machine = result.get("machine")
+    machine = machine if isinstance(machine, dict) else {}
+    pair = machine.get("loadavg_1m_before_after") or [None, None]  # bench/scorer.py's own
+    before = _first(prov.get("load_average_before")) or _first(result.get("load_average"))
+    after = _first(prov.get("load_average_after")) or _first(result.get("load_average_at_end"))
+    return (
+        before if before is not None else _first(pair[0]),
+        after if after is not None else _first(pair[1]) or _first(result.get("load_avg_1m_at_end")),
+    )
 
 
 def _command(result: dict[str, Any]) -> str:
