@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help="comma-separated bench names (default: all)")
     p.add_argument("--rounds", type=int, default=2, help="runs per side, alternated")
     p.add_argument("--full", action="store_true", help="the full arguments instead of quick")
+    p.add_argument("--keep", type=Path, help="copy every run's result file and log here")
     p = sub.add_parser("table", help="print, --write or --check the README table")
     p.add_argument("--write", action="store_true")
     p.add_argument("--check", action="store_true")
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run(select(args.names), args.quick, args.results_dir)
         if args.cmd == "compare":
             lines = compare_mod.compare(
-                args.rev, select(args.only), max(1, args.rounds), quick=not args.full
+                args.rev, select(args.only), max(1, args.rounds), not args.full, args.keep
             )
             print("\n".join(lines))
             return 0

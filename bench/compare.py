@@ -64,8 +64,13 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def compare(rev: str, benches: tuple[Bench, ...], rounds: int, quick: bool = True) -> list[str]:
-    """Run `benches` (quick) at `rev` and here, alternated; the lines of the comparison."""
+def compare(
+    rev: str, benches: tuple[Bench, ...], rounds: int, quick: bool = True, keep: Path | None = None
+) -> list[str]:
+    """Run `benches` (quick) at `rev` and here, alternated; the lines of the comparison.
+
+    With `keep`, every run's result file and log are copied there (`r0/old/NAME.json`, ...).
+    """
     where = Path(tempfile.mkdtemp(prefix="bench-compare-"))
     tree = _worktree(rev, where)
     mode = "quick" if quick else "full"
@@ -87,6 +92,8 @@ def compare(rev: str, benches: tuple[Bench, ...], rounds: int, quick: bool = Tru
                                    _median(old[figure.label])))  # fmt: skip
     finally:
         _remove(tree)
+        if keep is not None:
+            shutil.copytree(where, keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("old"))
         shutil.rmtree(where, ignore_errors=True)
     return lines
 

@@ -3,6 +3,7 @@ a virtual-clock replay): both sides run, the ratio is printed, the worktree is r
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -20,17 +21,21 @@ def _worktrees() -> str:
     ).stdout
 
 
-def test_compare_with_head_runs_both_sides_and_cleans_up() -> None:
+def test_compare_with_head_runs_both_sides_and_cleans_up(tmp_path: Path) -> None:
     result = REPO / "bench" / "results" / "spread.json"
     before = result.read_bytes()
-    lines = compare("HEAD", select("spread"), rounds=1)
+    trees_before = _worktrees().count("bench-compare-")  # another compare may be running
+    lines = compare("HEAD", select("spread"), rounds=1, keep=tmp_path)
     assert lines[0].startswith("new (working tree) / old (HEAD), quick runs")
     (line,) = lines[1:]
     # the same code on a virtual clock: the same figure on both sides
     assert "spread: largest region's share:" in line and "ratio 1.00" in line, line
     assert "same, within tolerance" in line
-    assert "bench-compare-" not in _worktrees()
+    assert _worktrees().count("bench-compare-") == trees_before
     assert result.read_bytes() == before  # the working tree's result file is left as it was
+    for side in ("old", "new"):  # --keep: each run's stamped result file
+        kept = json.loads((tmp_path / "r0" / side / "spread.json").read_text())
+        assert kept["provenance"]["mode"] == "quick" and kept["provenance"]["commit"]
 
 
 def test_compare_names_a_revision_it_cannot_check_out() -> None:
