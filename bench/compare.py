@@ -93,7 +93,8 @@ def compare(
     finally:
         _remove(tree)
         if keep is not None:
-            shutil.copytree(where, keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("old"))
+            for run_dir in where.glob("r*"):  # not the worktree (`where/old`)
+                shutil.copytree(run_dir, keep / run_dir.name, dirs_exist_ok=True)
         shutil.rmtree(where, ignore_errors=True)
     return lines
 
