@@ -59,7 +59,8 @@ def commit(root: Path = REPO) -> str:
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         changed = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            # the result files themselves are not the code measured
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"],
             cwd=root,
             capture_output=True,
             text=True,
