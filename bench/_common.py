@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -15,13 +16,28 @@ from typing import Any
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
+REPO = RESULTS.parents[1]
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+def _proc_field(path: str, key: str) -> str:
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def machine() -> dict[str, Any]:
+    """What the figures were measured on: CPU model, cores, memory, Python."""
+    mem_kb = _proc_field("/proc/meminfo", "MemTotal").split()
     return {
         "cpus": os.cpu_count(),
+        "cpu_model": _proc_field("/proc/cpuinfo", "model name") or platform.machine(),
+        "memory_gb": round(int(mem_kb[0]) / 1024**2, 1) if mem_kb else None,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
@@ -31,6 +47,47 @@ def machine() -> dict[str, Any]:
 def load_average() -> list[float]:
     """1, 5 and 15 minute load averages: other work competing for the same cores."""
     return [round(x, 2) for x in os.getloadavg()]
+
+
+LOAD_AT_START = load_average()  # when the bench imported this module: before it measured
+
+
+def commit(root: Path = REPO) -> str:
+    """The commit the tree at `root` is on, plus " dirty" when tracked files differ from it."""
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            # the result files themselves are not the code measured
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{rev} dirty" if changed else rev
+
+
+def this_command() -> str:
+    """The command line that started this process, as typed (`python -m bench.NAME ...`)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    head = ["-m", spec.name] if spec is not None else sys.argv[:1]
+    return " ".join([Path(sys.executable).name, *head, *sys.argv[1:]])
+
+
+def provenance(command: str, load_before: list[float]) -> dict[str, Any]:
+    """What every result file names: commit, machine, load before and after, the command."""
+    return {
+        "commit": commit(),
+        "machine": machine(),
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "command": command,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -119,13 +176,19 @@ class ProcessClock:
 
 
 def write_result(name: str, result: dict[str, Any], out: str | Path | None = None) -> Path:
-    """Write `result` (plus command, machine, load and time) to `out` or results/<name>.json."""
+    """Write `result` (plus command, machine, load and time) to `out` or results/<name>.json.
+
+    `provenance` names the commit, the machine, the load average before and after and the
+    command; `python -m bench` replaces its command with the one it ran.
+    """
+    command = this_command()
     result = {
         **result,
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": command,
         "machine": machine(),
         "load_average_at_end": load_average(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "provenance": provenance(command, LOAD_AT_START),
     }
     path = Path(out) if out else RESULTS / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,24 +31,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from agents.replay.commgen import ACCUMULATE, GANG_GPUS, SHAPES, comm_heavy_trace  # noqa: E402
-from agents.replay.network import NetworkTwinConfig, TwinNetwork  # noqa: E402
-from agents.replay.twin import TwinConfig  # noqa: E402
-from bench._common import RESULTS, percentiles, write_result  # noqa: E402
-from gpuflow.replay.engine import run_replay  # noqa: E402
-from gpuflow.replay.inprocess import InProcessDecider  # noqa: E402
-from scorer import JobSpec  # noqa: E402
-from scorer.network import (  # noqa: E402
+from agents.replay.commgen import ACCUMULATE, GANG_GPUS, SHAPES, comm_heavy_trace
+from agents.replay.network import NetworkTwinConfig, TwinNetwork
+from agents.replay.twin import TwinConfig
+from bench._common import RESULTS, percentiles, write_result
+from gpuflow.replay.engine import run_replay
+from gpuflow.replay.inprocess import InProcessDecider
+from scorer import JobSpec
+from scorer.network import (
     BandwidthAllocator,
     Flow,
     Layout,

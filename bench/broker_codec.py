@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 

@@ -26,8 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench._common import rss_mb, write_result
 
 PROBES = ("memory", "offsets", "idle_producer", "assigned_consumer", "group_consumer")

@@ -50,17 +50,14 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from agents.replay.trace import Trace, TraceJob, TraceNode, job_record  # noqa: E402
-from bench._common import machine, percentiles, write_result  # noqa: E402
-from bench._contention_targets import targets  # noqa: E402
-from gpuflow.replay.engine import ReplayResult, run_replay  # noqa: E402
-from gpuflow.replay.inprocess import InProcessDecider  # noqa: E402
-from gpuflow.replay.summary import time_weighted_alloc  # noqa: E402
-from scorer import JobSpec, ThroughputModel, default_catalog  # noqa: E402
-from scorer.tenancy import drf_allocation, parse_policy  # noqa: E402
+from agents.replay.trace import Trace, TraceJob, TraceNode, job_record
+from bench._common import machine, percentiles, write_result
+from bench._contention_targets import targets
+from gpuflow.replay.engine import ReplayResult, run_replay
+from gpuflow.replay.inprocess import InProcessDecider
+from gpuflow.replay.summary import time_weighted_alloc
+from scorer import JobSpec, ThroughputModel, default_catalog
+from scorer.tenancy import drf_allocation, parse_policy
 
 NODES, GPUS_PER_NODE = 16, 8
 CPU_MILLI, MEMORY_MIB = 128_000, 1_048_576

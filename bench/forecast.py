@@ -32,8 +32,6 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench._common import write_result
 from bench._forecast_series import WEEKLY, BenchSeries, bench_series, weekly_strength
 from forecast import MODELS, SELECTED, BacktestConfig, backtest, build, write_series_csv

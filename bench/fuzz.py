@@ -19,15 +19,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition

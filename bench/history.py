@@ -19,7 +19,6 @@ Writes bench/results/history.json (or --out).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,8 +26,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import report_result
 from infra.config import load_config

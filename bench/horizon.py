@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sys
 import time
 import tracemalloc
 from itertools import islice
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import demo_fleet, generate_nodes
 from agents.jobgen import generate_jobs

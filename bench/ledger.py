@@ -14,13 +14,10 @@ and catching up (what a restarted worker does). Writes bench/results/ledger.json
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import report_result
 

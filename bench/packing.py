@@ -22,20 +22,15 @@ and 0 migrations for every policy. Writes bench/results/packing.json.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from agents.replay import Trace  # noqa: E402
-from agents.replay.packing import packing_cluster, packing_jobs  # noqa: E402
-from bench._common import write_result  # noqa: E402
-from gpuflow.replay import replay_policy, summarize  # noqa: E402
+from agents.replay import Trace
+from agents.replay.packing import packing_cluster, packing_jobs
+from bench._common import write_result
+from gpuflow.replay import replay_policy, summarize
 
 KEYS = (
     "alloc_at_100_pct",

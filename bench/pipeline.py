@@ -19,14 +19,10 @@ import argparse
 import dataclasses
 import os
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import OFFSET_END, TopicPartition
 from confluent_kafka.admin import NewTopic

@@ -22,22 +22,17 @@ finish: allocation at the first refusal and at the end). Writes bench/results/qu
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from agents.replay import Trace, gavel_cluster, gavel_jobs  # noqa: E402
-from agents.replay.generate import SHARE_MIX, share_mix_jobs  # noqa: E402
-from bench._common import write_result  # noqa: E402
-from gpuflow.replay import replay_policy, summarize  # noqa: E402
-from gpuflow.replay.bounds import capacity_lower_bound, no_queueing_bound  # noqa: E402
-from scorer import gavel_throughputs  # noqa: E402
+from agents.replay import Trace, gavel_cluster, gavel_jobs
+from agents.replay.generate import SHARE_MIX, share_mix_jobs
+from bench._common import write_result
+from gpuflow.replay import replay_policy, summarize
+from gpuflow.replay.bounds import capacity_lower_bound, no_queueing_bound
+from scorer import gavel_throughputs
 
 POLICIES = ("fifo", "bestfit", "fgd", "gavel-like", "gavel", "gpuflow")
 PACKING_POLICIES = ("fifo", "bestfit", "fgd", "gavel-like", "gpuflow")

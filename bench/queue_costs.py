@@ -14,12 +14,8 @@ Writes bench/results/queue_costs.json (or --out).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import demo_fleet, generate_nodes
 from agents.jobgen import generate_jobs

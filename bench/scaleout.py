@@ -22,15 +22,12 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import SimulatedFleet, generate_nodes, load_fleet, run_fleet
 from agents.executor import ExecutorTwin

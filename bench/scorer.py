@@ -24,11 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-# this file is itself named scorer.py: put the repository first so `import scorer` is the package
-sys.path.insert(0, str(ROOT))
-
-from scorer import (  # noqa: E402
+from scorer import (
     Assignment,
     ClusterState,
     JobSpec,
@@ -38,6 +34,7 @@ from scorer import (  # noqa: E402
     gavel_throughputs,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("A100-80", "H100", "H200", "V100-32", "L40S", "A10G", "T4", "MI300X", "Ascend910B", "L4")
 NVLINK = {"A100-80", "H100", "H200", "V100-32", "MI300X", "Ascend910B"}
 

@@ -18,14 +18,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 import threading
 import time
 from array import array
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 

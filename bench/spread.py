@@ -14,22 +14,18 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from agents import demo_fleet, generate_nodes  # noqa: E402
-from agents.jobgen import DEMO_MEAN_DURATION_S, generate_jobs  # noqa: E402
-from bench._common import write_result  # noqa: E402
-from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED  # noqa: E402
-from scorer import ClusterState, make_placer  # noqa: E402
-from streams.convert import node_spec  # noqa: E402
-from streams.scheduling import Scheduler  # noqa: E402
+from agents import demo_fleet, generate_nodes
+from agents.jobgen import DEMO_MEAN_DURATION_S, generate_jobs
+from bench._common import write_result
+from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
+from scorer import ClusterState, make_placer
+from streams.convert import node_spec
+from streams.scheduling import Scheduler
 
 
 def _scheduler(nodes: list[dict[str, Any]], regions: list[str]) -> Scheduler:

@@ -13,12 +13,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import threading
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 

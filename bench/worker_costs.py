@@ -16,13 +16,9 @@ Writes bench/results/worker_costs.json (or --out).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import SimulatedFleet, TierPolicy, demo_fleet, generate_nodes
 from agents.jobgen import generate_jobs
