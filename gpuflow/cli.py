@@ -21,6 +21,7 @@ from gpuflow.commands.jobs import submit, topics, watch
 from gpuflow.commands.queue import policy, queue
 from gpuflow.commands.replay import replay
 from gpuflow.commands.schemas_cmd import schemas_command
+from gpuflow.commands.slurm import slurm_bridge
 from gpuflow.commands.sql import sql
 from gpuflow.commands.top import top
 from gpuflow.commands.up import up
@@ -51,6 +52,7 @@ app.command("top")(top)
 app.command("schemas")(schemas_command)
 app.command("create-topics")(create_topics)
 app.command("generate")(generate)
+app.command("slurm-bridge")(slurm_bridge)
 
 
 @app.command("worker")
