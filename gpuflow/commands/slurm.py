@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from pathlib import Path
@@ -23,6 +24,7 @@ def slurm_bridge(
     from agents.slurm.bridge import SlurmBridge
     from agents.slurm.errors import SlurmError
 
+    logging.getLogger("agents.slurm").setLevel(logging.INFO)
     config = running_config(data_dir)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from harness import TopicReader
 from slurm_cluster import (
+    Bridge,
     bridge,
     events_of,
     needs_slurm,
@@ -167,3 +168,70 @@ def test_drained_node_sends_the_job_back(config: Config, tmp_path: Path) -> None
         finished = next(e for e in mine if e["type"] == "FINISHED")
         assert evicted["epoch"] == 0 and "drain" in evicted["detail"].lower()
         assert finished["epoch"] > 0 and finished["node_ids"] != first
+
+
+def _tags(sl: object) -> list[str]:
+    text = sl.scontrol("show", "job", "-o")  # type: ignore[attr-defined]
+    return [r["JobName"] for r in parse_records(text) if r.get("JobName", "").startswith("gpuflow:")]
+
+
+def test_bridge_sigkilled_and_restarted_submits_nothing_twice(config: Config,
+                                                              tmp_path: Path) -> None:  # fmt: skip
+    cfg = slurm_config(config, [REGION])
+    (events,) = readers(cfg, JOBS_EVENTS)
+    jobs = [f"r-{i}" for i in range(4)]
+    with slurm_cluster(tmp_path / "sa", name="gfa", prefix="a", nodes=2) as sl, worker(cfg) as w:
+        first = Bridge(cfg, REGION, sl, tmp_path / "bridge.log").start()
+        second = Bridge(cfg, REGION, sl, tmp_path / "bridge2.log")
+        try:
+            for job_id in jobs[:3]:
+                submit(cfg, {"job_id": job_id, "gpu_count": 4, "expected_duration_s": 6.0,
+                             "allowed_regions": [REGION]})  # fmt: skip
+            started = lambda: all("STARTED" in events_of(events.poll(), j)  # noqa: E731
+                                  for j in jobs[:3])
+            until(started, 40, "three started", first, w)
+            first.kill()  # SIGKILL: no state saved on the way out
+            submit(cfg, {"job_id": jobs[3], "gpu_count": 4, "expected_duration_s": 2.0,
+                         "allowed_regions": [REGION]})  # placed while the bridge is down
+            time.sleep(8)  # the first three end in Slurm meanwhile
+            assert not any("FINISHED" in events_of(events.poll(), j) for j in jobs[:3])
+            second.start()
+            finished = lambda: all("FINISHED" in events_of(events.poll(), j)  # noqa: E731
+                                   for j in jobs)
+            until(finished, 40, "all four finished", second, w)
+        finally:
+            first.stop()
+            second.stop()
+        tags = _tags(sl)
+        assert sorted(tags) == sorted(f"gpuflow:{j}:0" for j in jobs), tags  # each once
+        for j in jobs:
+            assert events_of(events.records, j).count("FINISHED") == 1
+
+
+def test_two_clusters_spill_and_no_cross_region_gang(config: Config, tmp_path: Path) -> None:
+    regions = ["slurm-a", "slurm-b"]
+    cfg = slurm_config(config, regions)
+    decisions, events = readers(cfg, DECISIONS_PLACEMENT, JOBS_EVENTS)
+    with slurm_cluster(tmp_path / "sa", name="gfa", prefix="a", nodes=2) as sa, \
+            slurm_cluster(tmp_path / "sb", name="gfb", prefix="b", nodes=2) as sb, \
+            worker(cfg) as w, bridge(cfg, "slurm-a", sa, tmp_path / "ba.log") as ba, \
+            bridge(cfg, "slurm-b", sb, tmp_path / "bb.log") as bb:  # fmt: skip
+        for i in range(2):  # each needs a whole cluster: the second spills to the other one
+            submit(cfg, {"job_id": f"big-{i}", "kind": "TRAINING", "gpu_count": 16,
+                         "tensor_parallel": 8, "expected_duration_s": 15.0})  # fmt: skip
+        both = lambda: all("STARTED" in events_of(events.poll(), f"big-{i}")  # noqa: E731
+                           for i in range(2))
+        until(both, 60, "both running", ba, bb, w)
+        placed = {d["job_id"]: d for d in decisions.poll() if d["outcome"] == "PLACED"}
+        assert {placed["big-0"]["region"], placed["big-1"]["region"]} == set(regions)
+        for i in range(2):
+            cluster = sa if placed[f"big-{i}"]["region"] == "slurm-a" else sb
+            assert f"gpuflow:big-{i}:0" in _tags(cluster)
+        # 32 GPUs in one gang: more than a cluster; the network rules (cross_region_gangs
+        # off) do not split it over the two, so it waits and no Slurm job exists for it
+        submit(cfg, {"job_id": "huge", "kind": "TRAINING", "gpu_count": 32, "tensor_parallel": 8,
+                     "cross_region_ok": True, "expected_duration_s": 5.0})  # fmt: skip
+        time.sleep(4)
+        assert not [d for d in decisions.poll() if d["job_id"] == "huge" and
+                    d["outcome"] == "PLACED"]  # fmt: skip
+        assert not [t for t in _tags(sa) + _tags(sb) if t.startswith("gpuflow:huge:")]
