@@ -24,7 +24,7 @@ from gpuflow.stack import WorkerProcess
 from infra.broker import free_port
 from infra.config import Config, config_env
 from infra.kafka import producer
-from infra.topics import DECISIONS_PREEMPTION, JOBS_SUBMITTED
+from infra.topics import DECISIONS_PLACEMENT, DECISIONS_PREEMPTION, JOBS_SUBMITTED
 
 __all__ = ["Bridge", "needs_slurm", "slurm_cluster", "slurm_config", "submit", "worker"]
 
@@ -34,8 +34,10 @@ MISSING = slurm_installed()
 def needs_slurm() -> None:
     """Not a skip: on a box without Slurm these tests fail and say what to install."""
     if MISSING:
-        pytest.fail(f"Slurm is not installed ({MISSING} missing): apt-get install slurmctld "
-                    "slurmd slurm-client munge (.ci/run does it)")  # fmt: skip
+        pytest.fail(
+            f"Slurm is not installed ({MISSING} missing): apt-get install slurmctld "
+            "slurmd slurm-client munge (.ci/run does it)"
+        )
 
 
 @contextlib.contextmanager
@@ -52,9 +54,10 @@ def slurm_config(config: Config, regions: list[str], **worker: Any) -> Config:
     return dataclasses.replace(
         cfg,
         worker=dataclasses.replace(cfg.worker, web_port=free_port(), stale_after_s=30.0, **worker),
-        slurm=dataclasses.replace(cfg.slurm, poll_s=0.5, heartbeat_s=2.0, start_timeout_s=20.0,
-                                  grace_s=5.0),
-    )  # fmt: skip
+        slurm=dataclasses.replace(
+            cfg.slurm, poll_s=0.5, heartbeat_s=2.0, start_timeout_s=20.0, grace_s=5.0
+        ),
+    )
 
 
 @contextlib.contextmanager
@@ -77,13 +80,20 @@ class Bridge:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Bridge:
-        env = {**os.environ, **config_env(self.config), "PYTHONUNBUFFERED": "1",
-               "GPUFLOW_SLURM_SLURM_CONF": str(self.cluster.conf)}  # fmt: skip
+        env = {
+            **os.environ,
+            **config_env(self.config),
+            "PYTHONUNBUFFERED": "1",
+            "GPUFLOW_SLURM_SLURM_CONF": str(self.cluster.conf),
+        }
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "gpuflow", "slurm-bridge", "--region", self.region],
-                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         return self
 
     def kill(self) -> None:
@@ -117,21 +127,38 @@ def bridge(config: Config, region: str, cluster: LocalSlurm, log: Path) -> Itera
 def submit(config: Config, job: dict[str, Any]) -> None:
     p = producer(config.kafka)
     record = {**job, "event_id": str(uuid.uuid4()), "ts": int(time.time() * 1000)}
-    p.produce(JOBS_SUBMITTED, key=job["job_id"].encode(), value=CODEC.encode("JobSubmitted", record))
+    p.produce(
+        JOBS_SUBMITTED, key=job["job_id"].encode(), value=CODEC.encode("JobSubmitted", record)
+    )
     p.flush(10)
 
 
-def preempt(config: Config, job_id: str, epoch: int, region: str, cause: str,
-            grace_s: float) -> None:  # fmt: skip
+def preempt(
+    config: Config, job_id: str, epoch: int, region: str, cause: str, grace_s: float
+) -> None:
     """A PreemptionDecision as the worker would write it (cause CANCEL: a tenant's cancel)."""
-    record = {"event_id": f"test:{job_id}:{cause}:{epoch}", "ts": int(time.time() * 1000),
-              "job_id": job_id, "for_job_id": "", "region": region, "victim_assignments": [],
-              "checkpoint_first": cause != "CANCEL", "victim_priority": 0, "reason": "test",
-              "victim_epoch": epoch, "cause": cause, "grace_period_s": grace_s}  # fmt: skip
+    record = {
+        "event_id": f"test:{job_id}:{cause}:{epoch}",
+        "ts": int(time.time() * 1000),
+        "job_id": job_id,
+        "for_job_id": "",
+        "region": region,
+        "victim_assignments": [],
+        "checkpoint_first": cause != "CANCEL",
+        "victim_priority": 0,
+        "reason": "test",
+        "victim_epoch": epoch,
+        "cause": cause,
+        "grace_period_s": grace_s,
+    }
     p = producer(config.kafka)
     partition = config.kafka.partitioner()(region)
-    p.produce(DECISIONS_PREEMPTION, key=job_id.encode(), partition=partition,
-              value=CODEC.encode("PreemptionDecision", record))  # fmt: skip
+    p.produce(
+        DECISIONS_PREEMPTION,
+        key=job_id.encode(),
+        partition=partition,
+        value=CODEC.encode("PreemptionDecision", record),
+    )
     p.flush(10)
 
 
@@ -143,3 +170,28 @@ def until(predicate: Any, timeout_s: float, what: str, *logs: Any) -> None:
     if not wait_for(predicate, timeout_s):
         tails = "\n".join(x.log_tail() for x in logs)
         raise AssertionError(f"{what} not within {timeout_s}s\n{tails}")
+
+
+def place(
+    config: Config, job_id: str, region: str, nodes: dict[str, list[int]], epoch: int = 0
+) -> None:
+    """A PLACED decision as the worker would write it."""
+    record = {
+        "event_id": f"test:{job_id}:{epoch}",
+        "ts": int(time.time() * 1000),
+        "job_id": job_id,
+        "outcome": "PLACED",
+        "region": region,
+        "epoch": epoch,
+        "gpu_count": sum(map(len, nodes.values())),
+        "expected_duration_s": 5.0,
+        "assignments": [{"node_id": n, "gpu_indices": i} for n, i in nodes.items()],
+    }
+    p = producer(config.kafka)
+    p.produce(
+        DECISIONS_PLACEMENT,
+        key=job_id.encode(),
+        partition=config.kafka.partitioner()(region),
+        value=CODEC.encode("PlacementDecision", record),
+    )
+    p.flush(10)
