@@ -53,6 +53,7 @@ class SlurmBridge:
         self._tel_at = self._inv_at = 0.0
         self.io: BridgeIO | None = None
         self.submitted = 0  # sbatch calls made by this process
+        self.dispatch_s: list[float] = []  # decision read -> sbatch returned, the last 10,000
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -200,6 +201,7 @@ class SlurmBridge:
             self._refuse(run, f"slurm refused: {exc}")
             return
         self.submitted += 1
+        self.dispatch_s = [*self.dispatch_s[-9999:], time.time() - run.decision["seen_s"]]
         run.submitted_s, run.decision = time.time(), {}
         self.book.dirty = True
         log.info(

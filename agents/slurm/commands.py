@@ -30,6 +30,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_SAFE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "SHELL")
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=")
 
 
@@ -217,7 +218,9 @@ class SlurmCli:
         path = os.path.join(self.settings.bin_dir, program) if self.settings.bin_dir else program
         return [*self.prefix, path, *args]
 
-    def run(self, program: str, *args: str, stdin: str | None = None) -> str:
+    def run(
+        self, program: str, *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+    ) -> str:
         argv = self.argv(program, args)
         try:
             done = subprocess.run(
@@ -225,7 +228,7 @@ class SlurmCli:
                 input=stdin,
                 capture_output=True,
                 text=True,
-                env=self.env,
+                env=self.env if env is None else env,
                 timeout=self.timeout_s,
             )
         except FileNotFoundError:
@@ -257,7 +260,11 @@ class SlurmCli:
                 yield _job({**recs[0], "_line": line})
 
     def submit(self, options: Sequence[str], script: str) -> int:
-        out = self.run("sbatch", "--parsable", *options, stdin=script).strip()
+        """sbatch with a clean environment (Slurm exports sbatch's own to the job: the
+        bridge's settings and credentials must not reach it; `--export=NONE` would make
+        slurmd load a login environment, seconds per job)."""
+        env = {k: v for k, v in self.env.items() if k in _SAFE_ENV or k.startswith("SLURM_")}
+        out = self.run("sbatch", "--parsable", *options, stdin=script, env=env).strip()
         try:
             return int(out.split(";")[0].splitlines()[-1])
         except (ValueError, IndexError):

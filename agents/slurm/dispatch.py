@@ -86,7 +86,7 @@ def build_request(
         f"--nodelist={','.join(nodes)}",
         "--ntasks-per-node=1",
         "--no-requeue",
-        "--export=NONE",
+        "--export=ALL",
         f"--output={stdout}",
         f"--error={stderr}",
     ]

@@ -156,3 +156,15 @@ def test_log_shipper_bounds_and_last(tmp_path: Path) -> None:
     (last,) = ship.poll(final=True)
     assert last["data"] == b"y" * 5 and last["skipped"] == 5 and last["last"]
     assert ship.poll(final=True) == []
+
+
+def test_cli_one_line_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gpuflow.cli import app
+
+    monkeypatch.setenv("GPUFLOW_KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("GPUFLOW_SLURM_REST_URL", "http://127.0.0.1:6820")
+    monkeypatch.setenv("GPUFLOW_DATA_DIR", str(tmp_path))
+    result = CliRunner().invoke(app, ["slurm-bridge", "--region", "r"])
+    assert result.exit_code == 2 and "slurm.rest_url" in result.output

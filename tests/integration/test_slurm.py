@@ -244,6 +244,11 @@ def _tags(sl: object) -> list[str]:
     ]
 
 
+def _completed(sl: object) -> int:
+    text = sl.scontrol("show", "job", "-o")  # type: ignore[attr-defined]
+    return sum(1 for r in parse_records(text) if r.get("JobState") == "COMPLETED")
+
+
 def test_bridge_sigkilled_and_restarted_submits_nothing_twice(
     config: Config, tmp_path: Path
 ) -> None:
@@ -260,7 +265,7 @@ def test_bridge_sigkilled_and_restarted_submits_nothing_twice(
                     {
                         "job_id": job_id,
                         "gpu_count": 4,
-                        "expected_duration_s": 6.0,
+                        "expected_duration_s": 12.0,
                         "allowed_regions": [REGION],
                     },
                 )
@@ -279,7 +284,8 @@ def test_bridge_sigkilled_and_restarted_submits_nothing_twice(
                     "allowed_regions": [REGION],
                 },
             )  # placed while the bridge is down
-            time.sleep(8)  # the first three end in Slurm meanwhile
+            # the first three end in Slurm meanwhile, nobody reports them
+            until(lambda: _completed(sl) >= 3, 40, "the three ended in Slurm", w)
             assert not any("FINISHED" in events_of(events.poll(), j) for j in jobs[:3])
             second.start()
 
