@@ -195,3 +195,20 @@ def place(
         value=CODEC.encode("PlacementDecision", record),
     )
     p.flush(10)
+
+
+def free_gpus(config: Config, region: str) -> float | None:
+    """The worker's free whole GPUs in `region` (its /metrics/ gauge), None if not shown."""
+    import re
+
+    import httpx
+
+    w = config.worker
+    try:
+        text = httpx.get(f"http://{w.web_host}:{w.web_port}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return None
+    found = re.findall(
+        rf'^gpuflow_free_gpus{{[^}}]*region="{re.escape(region)}"[^}}]*}} (\S+)$', text, re.M
+    )
+    return sum(float(x) for x in found) if found else None

@@ -15,6 +15,7 @@ from slurm_cluster import (
     Bridge,
     bridge,
     events_of,
+    free_gpus,
     needs_slurm,
     place,
     preempt,
@@ -88,7 +89,8 @@ def test_inventory_gang_and_plain_sbatch(config: Config, tmp_path: Path) -> None
             text=True,
             check=True,
         ).stdout.strip()
-        time.sleep(3)  # the bridge reads it and reports the GPUs taken
+        # the bridge reports its GPUs taken: gpuflow's free count drops from 32 to 26
+        until(lambda: free_gpus(cfg, REGION) == 26, 30, "free GPUs 26", b, w)
         # a 16-GPU gang, then 4 jobs of 2 GPUs: 32 - 6 = 26 free, so they all fit, none on
         # a1 beyond its 2 free GPUs
         submit(
