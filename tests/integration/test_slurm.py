@@ -378,3 +378,55 @@ def test_slurm_refusing_a_placement_is_failed_refused(config: Config, tmp_path: 
         assert drained["cause"] == nowhere["cause"] == "REFUSED"
         assert "ReqNodeNotAvail" in drained["detail"] and "zz9" in nowhere["detail"]
         assert "STARTED" not in events_of(events.records, "onto-drained")
+
+
+def test_worker_preemption_runs_through_slurm(config: Config, tmp_path: Path) -> None:
+    """The worker's own PreemptionDecision: an online-inference job arrives on a cluster full
+    of a batch job; the bridge signals the batch job (it checkpoints on USR1 and exits), the
+    worker places the inference job on the freed GPUs, Slurm runs it."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text('{"preemption": {"checkpoint_stale_s": 0, "grace_period_s": 20}}')
+    cfg = slurm_config(config, [REGION], policy_file=str(policy))
+    events, logs = readers(cfg, JOBS_EVENTS, JOBS_LOGS)
+    checkpointing = [
+        "bash",
+        "-c",
+        "trap 'echo checkpointed; exit 0' USR1; echo running; while true; do sleep 0.2; done",
+    ]
+    with (
+        slurm_cluster(tmp_path / "sa", name="gfa", prefix="a", nodes=1) as sl,
+        worker(cfg) as w,
+        bridge(cfg, REGION, sl, tmp_path / "bridge.log") as b,
+    ):
+        submit(
+            cfg,
+            {
+                "job_id": "batch",
+                "tenant": "research",
+                "priority_class": "batch",
+                "kind": "TRAINING",
+                "gpu_count": 8,
+                "command": checkpointing,
+                "allowed_regions": [REGION],
+                "checkpoint_interval_s": 600,
+                "expected_duration_s": 600.0,
+            },
+        )
+        until(lambda: "running" in _log(logs, "batch"), 40, "batch running", b, w)
+        submit(
+            cfg,
+            {
+                "job_id": "serve",
+                "tenant": "serving",
+                "priority_class": "online-inference",
+                "kind": "INFERENCE",
+                "gpu_count": 4,
+                "allowed_regions": [REGION],
+                "expected_duration_s": 3.0,
+            },
+        )
+        until(lambda: "STARTED" in events_of(events.poll(), "serve"), 60, "serve started", b, w)
+        batch = events_of(events.records, "batch")
+        assert batch[:2] == ["STARTED", "EVICTED"], batch
+        assert "checkpointed" in _log(logs, "batch")  # the signal reached it before any kill
+        assert "gpuflow:serve:0" in _tags(sl)
