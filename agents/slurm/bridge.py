@@ -20,7 +20,7 @@ from typing import Any
 from agents.slurm.commands import SlurmCli, SlurmJob, SlurmNode
 from agents.slurm.dispatch import TAG, build_request, parse_tag, signal_name
 from agents.slurm.errors import SlurmCommandError
-from agents.slurm.inventory import GpuModels, foreign_gpus, inventory_event, node_telemetry
+from agents.slurm.inventory import GpuModels, NodeReports, foreign_gpus
 from agents.slurm.kafka_io import BridgeIO
 from agents.slurm.logs import LogShipper, tail
 from agents.slurm.runs import ENDED_STATES, HOPELESS, Run, RunBook, end_event
@@ -48,9 +48,7 @@ class SlurmBridge:
         self.nodes: dict[str, SlurmNode] = {}
         self.jobs: dict[int, SlurmJob] = {}
         self._shippers: dict[tuple[str, str], LogShipper] = {}
-        self._sent_tel: dict[str, tuple[Any, ...]] = {}
-        self._sent_inv: dict[str, tuple[Any, ...]] = {}
-        self._tel_at = self._inv_at = 0.0
+        self.reports = NodeReports(region, self.s, self.models)
         self.io: BridgeIO | None = None
         self.submitted = 0  # sbatch calls made by this process
         self.dispatch_s: list[float] = []  # decision read -> sbatch returned, the last 10,000
@@ -390,7 +388,7 @@ class SlurmBridge:
     # -- nodes ------------------------------------------------------------------------------
     def _publish_nodes(self) -> None:
         assert self.io is not None
-        now, now_ms = time.monotonic(), int(time.time() * 1000)
+        now = time.monotonic()
         live = list(self.book.runs.values())
         placed: dict[str, set[int]] = {}
         for run in live:
@@ -399,22 +397,6 @@ class SlurmBridge:
         ours = {j.job_id for j in self.jobs.values() if j.comment == self.comment}
         ours |= {r.slurm_id for r in live}
         taken = foreign_gpus(self.nodes.values(), self.jobs.values(), ours, placed)
-        inv_due, tel_due = now >= self._inv_at, now >= self._tel_at
-        inventory, telemetry = [], []
-        for node in self.nodes.values():
-            inv_sig = (node.cpus, node.memory_mib, node.gpu_type, node.gpus, node.partitions)
-            if inv_due or self._sent_inv.get(node.name) != inv_sig:
-                inventory.append(inventory_event(node, self.region, self.s, self.models, now_ms))
-                self._sent_inv[node.name] = inv_sig
-            mine = taken.get(node.name, set())
-            busy = placed.get(node.name, set())
-            tel_sig = (node.healthy, tuple(sorted(mine)), tuple(sorted(busy)))
-            if tel_due or self._sent_tel.get(node.name) != tel_sig:
-                telemetry.append(node_telemetry(node, self.region, self.s, now_ms, mine, busy))
-                self._sent_tel[node.name] = tel_sig
+        inventory, telemetry = self.reports.due(self.nodes.values(), taken, placed, now)
         self.io.publish(NODE_INVENTORY, inventory)
         self.io.publish(NODE_TELEMETRY, telemetry)
-        if inv_due:
-            self._inv_at = now + self.s.inventory_every_s
-        if tel_due:
-            self._tel_at = now + self.s.heartbeat_s

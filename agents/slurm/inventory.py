@@ -12,14 +12,16 @@ other indices (Slurm picks a job's GPUs itself, so its indices and gpuflow's may
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from agents.slurm.commands import SlurmJob, SlurmNode
 from agents.telemetry import SCHEMA, telemetry_event
 from infra.config_sections import SlurmConfig
 from scorer.catalog import Catalog, default_catalog
 
-__all__ = ["GpuModels", "foreign_gpus", "inventory_event", "node_telemetry"]
+__all__ = ["GpuModels", "NodeReports", "foreign_gpus", "inventory_event", "node_telemetry"]
 
 log = logging.getLogger(__name__)
 
@@ -163,3 +165,41 @@ def node_telemetry(
         gpus,
         node_healthy=node.healthy,
     )
+
+
+class NodeReports:
+    """Which inventory and telemetry records are due: a node's on any change, every node's
+    inventory every `inventory_every_s` and telemetry every `heartbeat_s`."""
+
+    def __init__(self, region: str, settings: SlurmConfig, models: GpuModels) -> None:
+        self.region, self.s, self.models = region, settings, models
+        self._sent_inv: dict[str, tuple[Any, ...]] = {}
+        self._sent_tel: dict[str, tuple[Any, ...]] = {}
+        self._inv_at = self._tel_at = 0.0
+
+    def due(
+        self,
+        nodes: Iterable[SlurmNode],
+        taken: Mapping[str, set[int]],
+        placed: Mapping[str, set[int]],
+        now: float,
+    ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+        """(inventory, telemetry) records to send at monotonic `now`."""
+        now_ms = int(time.time() * 1000)
+        inv_due, tel_due = now >= self._inv_at, now >= self._tel_at
+        inventory, telemetry = [], []
+        for node in nodes:
+            inv_sig = (node.cpus, node.memory_mib, node.gpu_type, node.gpus, node.partitions)
+            if inv_due or self._sent_inv.get(node.name) != inv_sig:
+                inventory.append(inventory_event(node, self.region, self.s, self.models, now_ms))
+                self._sent_inv[node.name] = inv_sig
+            mine, busy = taken.get(node.name, set()), placed.get(node.name, set())
+            tel_sig = (node.healthy, tuple(sorted(mine)), tuple(sorted(busy)))
+            if tel_due or self._sent_tel.get(node.name) != tel_sig:
+                telemetry.append(node_telemetry(node, self.region, self.s, now_ms, mine, busy))
+                self._sent_tel[node.name] = tel_sig
+        if inv_due:
+            self._inv_at = now + self.s.inventory_every_s
+        if tel_due:
+            self._tel_at = now + self.s.heartbeat_s
+        return inventory, telemetry
