@@ -25,7 +25,7 @@ from pathlib import Path
 from agents.slurm.errors import SlurmError
 from infra.broker import free_port
 
-__all__ = ["LocalSlurm", "local_slurm", "slurm_installed"]
+__all__ = ["LocalSlurm", "kill_step", "local_slurm", "slurm_installed", "steps_under"]
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,36 @@ class LocalSlurm:
         )
 
     def stop(self) -> None:
-        """Stop every daemon by pid: slurmds and slurmctld first (TERM, then KILL), munged last."""
+        """Cancel every job, stop every daemon by pid (slurmds and slurmctld first, TERM then
+        KILL, munged last), then any job step left behind (a slurmstepd whose directory is
+        this cluster's, with its job's process group)."""
+        self._cancel_all()
+        self._stop_daemons()
+        for pid in steps_under(self.root):
+            kill_step(pid)
+
+    def _cancel_all(self, timeout_s: float = 15.0) -> None:
+        if "slurmctld" not in self.pids:
+            return
+        env = self.env
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(
+                [_req("scancel"), "--user=root"], env=env, capture_output=True, timeout=20
+            )
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                left = subprocess.run(
+                    [_req("squeue"), "-h", "-o", "%i"],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                ).stdout
+                if not left.strip():
+                    return
+                time.sleep(0.3)
+
+    def _stop_daemons(self) -> None:
         order = sorted(self.pids, key=lambda n: (n == "munged", n))
         procs = getattr(self, "_procs", {})
         for name in order:
@@ -237,6 +266,40 @@ class LocalSlurm:
                     os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(5)
         self.pids.clear()
+
+
+def steps_under(root: Path) -> list[int]:
+    """Pids of slurmstepd processes working in `root` (a cluster's directory)."""
+    out = []
+    prefix = str(Path(root).resolve())
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if not (proc / "cmdline").read_bytes().startswith(b"slurmstepd"):
+                continue
+            cwd = os.readlink(proc / "cwd").removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if cwd == prefix or cwd.startswith(prefix + "/"):
+            out.append(int(proc.name))
+    return out
+
+
+def kill_step(pid: int) -> None:
+    """SIGKILL a left-behind slurmstepd's children's process groups, then the slurmstepd."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            with contextlib.suppress(OSError):
+                os.killpg(int(fields[2]), signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _req(name: str) -> str:
