@@ -24,6 +24,7 @@ from gpuflow.commands.queue import policy, queue
 from gpuflow.commands.replay import replay
 from gpuflow.commands.schemas_cmd import schemas_command
 from gpuflow.commands.serve import serve, services
+from gpuflow.commands.slurm import slurm_bridge
 from gpuflow.commands.sql import sql
 from gpuflow.commands.top import top
 from gpuflow.commands.up import up
@@ -60,6 +61,7 @@ app.command("create-topics")(create_topics)
 app.command("generate")(generate)
 app.command("serve")(serve)
 app.command("services")(services)
+app.command("slurm-bridge")(slurm_bridge)
 
 
 @app.command("worker")

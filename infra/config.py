@@ -23,6 +23,7 @@ from infra.config_sections import (
     ForecastConfig,
     KafkaConfig,
     NetworkConfig,
+    SlurmConfig,
     StoreConfig,
     WorkerConfig,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "ForecastConfig",
     "KafkaConfig",
     "NetworkConfig",
+    "SlurmConfig",
     "StoreConfig",
     "WorkerConfig",
     "config_env",
@@ -58,6 +60,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     forecast: ForecastConfig = field(default_factory=ForecastConfig)
     replan: ReplanConfig = field(default_factory=ReplanConfig)  # decide again (docs/replanning.md)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)  # Slurm bridges (docs/slurm.md)
 
     @property
     def store_dsn(self) -> str:
@@ -204,7 +207,17 @@ def config_key(env_name: str) -> str | None:
 def config_env(config: Config) -> dict[str, str]:
     """GPUFLOW_* variables that reproduce `config` in a child process (e.g. the worker)."""
     env = {"GPUFLOW_DATA_DIR": str(config.data_dir.resolve())}
-    for section in ("kafka", "broker", "store", "worker", "network", "auth", "forecast", "replan"):
+    for section in (
+        "kafka",
+        "broker",
+        "store",
+        "worker",
+        "network",
+        "auth",
+        "forecast",
+        "replan",
+        "slurm",
+    ):
         values = getattr(config, section)
         for f in dataclasses.fields(values):
             value = getattr(values, f.name)

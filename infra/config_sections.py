@@ -1,5 +1,6 @@
 """The settings of each configuration section, as frozen dataclasses with their defaults and
 checks: `[kafka]`, `[broker]`, `[store]`, `[worker]`, `[auth]`, `[network]`, `[forecast]`
+(`[slurm]`
 (`[replan]` is `scorer.replan.ReplanConfig`). Reprs never show credentials. `infra.config`
 assembles them into one `Config` and loads it from file and environment.
 """
@@ -21,6 +22,7 @@ __all__ = [
     "ForecastConfig",
     "KafkaConfig",
     "NetworkConfig",
+    "SlurmConfig",
     "StoreConfig",
     "WorkerConfig",
 ]
@@ -278,6 +280,51 @@ class ForecastConfig:
     def names(self, field_name: str) -> tuple[str, ...]:
         """A comma-separated setting as a tuple."""
         return tuple(x.strip() for x in str(getattr(self, field_name)).split(",") if x.strip())
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """How a Slurm bridge (`gpuflow slurm-bridge --region R`) reaches its cluster and runs
+    gpuflow's placements there (docs/slurm.md). One bridge per cluster: a second cluster's
+    bridge gets its own settings (e.g. `GPUFLOW_SLURM_SLURM_CONF`)."""
+
+    rest_url: str = ""  # slurmrestd; not implemented yet: the commands path is
+    bin_dir: str = ""  # where sinfo, scontrol, squeue, sbatch and scancel are ("": PATH)
+    command_prefix: str = ""  # prepended to every command, shell-split ("sudo -u slurmop")
+    slurm_conf: str = ""  # SLURM_CONF for the commands ("": their default)
+    partitions: str = ""  # comma-separated; "": every partition; jobs go to the first
+    # GRES type -> catalogue model ("h100=H100,mi300x=MI300X"); a type not listed goes
+    # through the catalogue's names and aliases (h100 -> H100), else an opaque model
+    gres_models: str = ""
+    node_prefix: str = ""  # gpuflow node id = prefix + Slurm node name
+    zone: str = ""
+    price_per_gpu_hour: float = 0.0
+    poll_s: float = 1.0  # squeue / scontrol this often
+    inventory_every_s: float = 60.0  # NodeInventory again at least this often
+    heartbeat_s: float = 3.0  # NodeTelemetry of every node at least this often
+    start_timeout_s: float = 30.0  # pending longer: cancelled, FAILED cause REFUSED
+    grace_s: float = 30.0  # checkpoint grace when neither the job nor the decision sets one
+    output_dir: str = ""  # the jobs' --output/--error ("": DATA_DIR/slurm/out)
+    uid: str = ""  # sbatch --uid (the bridge then runs as root or a Slurm operator)
+    account: str = ""  # sbatch --account
+    qos: str = ""  # sbatch --qos
+    placeholder_s: float = 60.0  # how long a job without a command and duration sleeps
+    log_max_bytes: int = 8 * 1024 * 1024  # JobLog bytes per job epoch and stream, at most
+    spec_lookback_s: float = 86400.0  # submissions read back at start (job commands)
+
+    def names(self, field_name: str) -> tuple[str, ...]:
+        """A comma-separated setting as a tuple."""
+        return tuple(x.strip() for x in str(getattr(self, field_name)).split(",") if x.strip())
+
+    def gres_map(self) -> dict[str, str]:
+        """`gres_models` as {type: model}; a malformed pair names the setting."""
+        out: dict[str, str] = {}
+        for pair in self.names("gres_models"):
+            gres, sep, model = pair.partition("=")
+            if not sep or not gres.strip() or not model.strip():
+                raise ConfigError(f"slurm.gres_models: expected TYPE=MODEL, got {pair!r}")
+            out[gres.strip().lower()] = model.strip()
+        return out
 
 
 def _is_secret(key: str) -> bool:
