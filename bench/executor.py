@@ -21,14 +21,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -162,6 +163,20 @@ def _print(record: dict[str, Any]) -> None:
         print(f"  {name}: {target}")
 
 
+def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The headline: the worst `selected` / Holt-Winters MASE ratio per horizon over every series,
+    and how many of the issue's targets hold."""
+    out: dict[str, Any] = {}
+    for record in records:
+        for name, target in record["targets"].items():
+            match = re.match(r"selected_le_1\.02x_holt_winters_(\d+)_steps", name)
+            if match:
+                key = f"worst_ratio_{match[1]}_steps"
+                out[key] = max(out.get(key, 0.0), target["ratio"])
+    met = [t["met"] for r in records for t in r["targets"].values()]
+    return out | {"targets_met": sum(met), "targets": len(met)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--series", default="", help="comma-separated names (default: all)")
@@ -183,6 +198,7 @@ def main() -> None:
         "series": records,
         "all_targets_met": all(met),
         "targets_met": f"{sum(met)}/{len(met)}",
+        "summary": summary(records),
     }
     cli_series = next((b for b in chosen if b.name == _CLI_SERIES), None)
     if not args.no_cli and cli_series is not None:

@@ -17,28 +17,25 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from agents.replay.requests import DEMO_SHAPES, generate_requests  # noqa: E402
-from agents.replay.service_fleet import DEMO_FLEET  # noqa: E402
-from agents.replay.service_scalers import (  # noqa: E402
+from agents.replay.requests import DEMO_SHAPES, generate_requests
+from agents.replay.service_fleet import DEMO_FLEET
+from agents.replay.service_scalers import (
     GpuflowScaler,
     ReactiveScaler,
     Scaler,
     StaticPeakScaler,
 )
-from agents.replay.services import ServiceReport, replay_services  # noqa: E402
-from bench._common import load_average, write_result  # noqa: E402
-from scorer.services import ServiceSpec, parse_service  # noqa: E402
+from agents.replay.services import ServiceReport, replay_services
+from bench._common import load_average, write_result
+from scorer.services import ServiceSpec, parse_service
 
+ROOT = Path(__file__).resolve().parents[1]
 DAY = 1440
 SHAPES = DEMO_SHAPES
 FLEET = DEMO_FLEET
@@ -128,6 +125,23 @@ def run_seed(seed: int, days: int, **overrides: Any) -> dict[str, Any]:
     return out
 
 
+def summary(seeds: dict[str, Any]) -> dict[str, float]:
+    """The headline: gpuflow's worst seed on each target (against the baselines of that seed)."""
+    runs = list(seeds.values())
+    ours = [r["gpuflow"] for r in runs]
+    return {
+        "worst_within_slo": min(r["within_slo"] for r in ours),
+        "worst_gpu_hours_vs_static": max(
+            r["gpuflow"]["gpu_hours"] / r["static-peak"]["gpu_hours"] for r in runs
+        ),
+        "worst_missed_vs_reactive": max(
+            r["gpuflow"]["slo_minutes_missed"] / max(1, r["reactive-hpa"]["slo_minutes_missed"])
+            for r in runs
+        ),
+        "worst_utilisation": min(r["utilisation"] for r in ours),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -161,6 +175,7 @@ def main() -> None:
             )
         print(f"  judged {got['judged']}")
     result["all_met"] = all(all(s["judged"]["met"].values()) for s in result["seeds"].values())
+    result["summary"] = summary(result["seeds"])
     result["load_average"] = load_average()
     path = write_result("services", result, out=args.out)
     print(f"all targets met: {result['all_met']}  -> {path}")

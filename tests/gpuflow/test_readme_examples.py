@@ -83,6 +83,14 @@ WHILE_IT_RUNS = (
     Shape(r"gpuflow queue\b", QUEUE_HEADER),
     # preemptions come only when a job finds victims: the watch itself must answer and stop
     Shape(r"watch preemption --timeout 5", r"\A(.*\n)*\Z"),
+    Shape(r"gpuflow jobs --tenant nlp", r"^JOBID +TENANT +STATE +REGION +GPUS[\s\S]*llama13b"),
+    Shape(r"gpuflow status llama13b", r"^llama13b-finetune-001 +[A-Z]+ +tenant nlp[\s\S]*EPOCH"),
+    # the job may have finished meanwhile (its run on the twin is scaled): then it says so, exit 1
+    Shape(
+        r"gpuflow cancel llama13b",
+        r"^llama13b-finetune-001: (cancel requested|already [A-Z]+)",
+        (0, 1),
+    ),
 )
 
 
