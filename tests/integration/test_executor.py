@@ -4,6 +4,7 @@ cancel stopping the whole process group, the double-booking guard."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import uuid
@@ -11,9 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from executor_nodes import ExecutorNode, ended, events_reader, submit, wait_event
-from harness import CODEC, Running, TopicReader, run_stack
+from harness import CODEC, Running, TopicReader, run_stack, wait_for
 from typer.testing import CliRunner
 
 from agents.execution.driver import group_alive
@@ -133,3 +135,40 @@ def test_cancel_stops_the_process_group_and_busy_gpus_are_refused(
     assert [e["type"] for e in ended(events, job)] == ["CANCELLED"]
     events.close()
     decisions.close()
+
+
+def _free_l4(run: Running) -> float:
+    url = f"http://{run.config.worker.web_host}:{run.config.worker.web_port}/state/"
+    try:
+        regions = httpx.get(url, timeout=5).json()["regions"]
+    except (httpx.HTTPError, ValueError):
+        return -1.0  # the worker's page is not up yet
+    return float(regions.get("us-east", {}).get("free_gpus", {}).get("L4", 0))
+
+
+def test_gpuflow_cancel_of_a_running_job_end_to_end(
+    stack: tuple[Running, list[ExecutorNode]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gpuflow cancel` -> the worker's CANCEL decision -> the node executor stops the whole
+    group -> CANCELLED with the exit status -> the worker frees the GPU (issue 31 item 4)."""
+    run, _ = stack
+    events = events_reader(run.config)
+    assert wait_for(lambda: _free_l4(run) >= 2, 60), "the executor nodes' GPUs never showed"
+    free = _free_l4(run)
+    job = submit(run.config, command=["sh", "-c", "sleep 120 & sleep 120; wait"])
+    pid = wait_event(events, job, "STARTED", 60)["pid"]
+    assert group_alive(pid)
+    assert wait_for(lambda: _free_l4(run) == free - 1, 30)
+    monkeypatch.setenv("GPUFLOW_KAFKA_BOOTSTRAP_SERVERS", run.config.kafka.bootstrap_servers)
+    url = f"http://{run.config.worker.web_host}:{run.config.worker.web_port}"
+    out = CliRunner().invoke(app, ["cancel", job, "--reason", "e2e", "--url", url])
+    assert out.exit_code == 0 and "cancel requested (RUNNING" in out.output, out.output
+    cancelled = wait_event(events, job, "CANCELLED", 30)
+    # the executor's own report (the worker's fallback after the grace carries no exit status)
+    assert cancelled["exit_code"] is not None and cancelled["exit_code"] < 0, cancelled
+    assert wait_for(lambda: not group_alive(pid), 10), "the cancelled job's group lives on"
+    assert wait_for(lambda: _free_l4(run) == free, 30), "the GPU did not come back"
+    view = CliRunner().invoke(app, ["jobs", "--state", "CANCELLED", "--json", "--url", url])
+    assert job in [j["job_id"] for j in json.loads(view.output)["jobs"]], view.output
+    assert [e["type"] for e in ended(events, job)] == ["CANCELLED"]
+    events.close()
