@@ -8,9 +8,9 @@ Starts the embedded broker and one worker, `--nodes` executor nodes (`gpuflow ag
   * submit -> process started: the JobSubmitted's ts to the STARTED event's ts (the executor
     reports STARTED once the shim process is spawned);
   * cancel -> process gone: `--cancels` long jobs (half of them ignore SIGTERM), each sent a
-    PreemptionDecision cause CANCEL with a 1 s grace produced here (the worker's cancel path is
-    executor-lifecycle's: this measures the executor's half), to the CANCELLED event's ts (the
-    executor reports it once no process of the job's group is left);
+    CancelRequest (what `gpuflow cancel` sends) through the worker, whose CANCEL decision has the
+    policy's grace (1 s here), to the executor's CANCELLED event's ts (it reports it once no
+    process of the job's group is left; the worker's own fallback report does not count);
   * the executors' CPU per job: their own user+system seconds (telemetry included, with the
     idle rate before the load taken off), and their reaped children's (shim + job) apart.
 Writes bench/results/executor.json.
@@ -19,6 +19,8 @@ Writes bench/results/executor.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import shutil
 import tempfile
@@ -37,7 +39,7 @@ from infra.jobspec import job_record
 from infra.kafka import consumer, producer
 from infra.topics import (
     DECISIONS_PLACEMENT,
-    DECISIONS_PREEMPTION,
+    JOBS_CANCEL,
     JOBS_EVENTS,
     JOBS_SUBMITTED,
     NODE_INVENTORY,
@@ -75,6 +77,8 @@ class Events:
                 if not msg.error():
                     e = CODEC.decode(msg.value())[1]
                     kind = str(e.get("type") or e.get("outcome"))
+                    if kind == "CANCELLED" and e.get("exit_code") is None:
+                        kind = "CANCELLED_BY_WORKER"  # its fallback: says nothing of the process
                     self.first.setdefault((e["job_id"], kind), e)
 
     def count(self, jobs: list[str], kind: str) -> int:
@@ -140,27 +144,16 @@ def _cancel_phase(config: Config, p: Any, events: Events, n: int) -> list[float]
         started = events.first.get((job_id, "STARTED"))
         if started is None:
             continue
-        decision = {
+        request = {
             "event_id": uuid.uuid4().hex,
             "ts": int(time.time() * 1000),
             "job_id": job_id,
-            "for_job_id": "",
-            "region": started["region"],
-            "cause": "CANCEL",
-            "victim_assignments": [],
-            "checkpoint_first": False,
-            "victim_priority": 0,
+            "tenant": "default",
             "reason": "bench",
-            "victim_epoch": started["epoch"],
-            "grace_period_s": GRACE_S,
+            "requested_by": "bench/executor.py",
         }
         asked[job_id] = time.time()
-        p.produce(
-            DECISIONS_PREEMPTION,
-            key=job_id.encode(),
-            value=CODEC.encode("PreemptionDecision", decision),
-            partition=config.kafka.partitioner()(started["region"]),
-        )
+        p.produce(JOBS_CANCEL, key=job_id.encode(), value=CODEC.encode("CancelRequest", request))
         p.poll(0)
         events.poll(0.1)
     p.flush(10)
@@ -183,7 +176,12 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="gpuflow-bench-exec-"))
+    policy = root / "policy.json"  # the worker's CANCEL decisions carry the policy's grace
+    policy.write_text(json.dumps({"preemption": {"grace_period_s": GRACE_S}}))
     config = load_config(data_dir=str(root / "data")).with_regions(["us-east"])
+    config = dataclasses.replace(
+        config, worker=dataclasses.replace(config.worker, policy_file=str(policy))
+    )
     load_before = load_average()
     with Stack(config) as stack:
         cfg = stack.config
@@ -252,8 +250,8 @@ def _measure(cfg: Config, nodes: list[ExecutorNode], args: argparse.Namespace) -
         "cancel_grace_s": GRACE_S,
         "cancel_target_p99_s": GRACE_S + 1.0,
         "cancels": len(cancels),
-        "cancel_source": "PreemptionDecision CANCEL produced by the "
-        "bench (half the jobs' shells ignore SIGTERM, so they last the grace and a SIGKILL)",
+        "cancel_source": "CancelRequest through the worker (half the jobs' shells ignore "
+        "SIGTERM, so they last the grace and a SIGKILL)",
         "executor_cpu_s_per_job": round((own - idle_rate * (load1 - load0)) / max(1, n), 4),
         "executor_cpu_s_per_job_gross": round(own / max(1, n), 4),
         "executor_idle_cpu_per_s": round(idle_rate, 4),
