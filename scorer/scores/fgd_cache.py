@@ -1,0 +1,125 @@
+"""FGD's per-node figures kept across decisions: each node's fragmentation now (against its GPU
+model's mix) and its growth under each job shape scored, keyed by the state's row versions.
+
+A node's FGD growth depends only on its row (free GPUs, shares, health, host CPU and memory),
+on the mix its model sees (`AccessMix.for_model`) and on the job's shape (`shape_of`). So the
+figures are computed again only for the nodes whose row changed since (a reservation, a
+release, health), and for every node of a model whose mix was rebuilt. Each row's arithmetic is
+its own: the figures equal those computed afresh (`tests/scorer/test_fgd_incremental.py`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from scorer.fragmix import MixClasses, Profile, fragmentation
+from scorer.framework import CycleContext
+from scorer.state import ClusterState
+
+__all__ = ["FgdCache", "shape_of"]
+
+# (nodes of one model, their mix, their fragmentation now) -> (growth, requested milli)
+GrowthOf = Callable[[np.ndarray, MixClasses, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def shape_of(ctx: CycleContext) -> tuple[int, ...]:
+    """What a node's growth depends on besides its row and its model's mix."""
+    job = ctx.job
+    if ctx.fractional:
+        return (0, job.gpu_milli, job.cpu_milli, job.memory_mib)
+    if ctx.spread:
+        return (2, job.gpu_count, max(1, job.tensor_parallel), job.cpu_milli, job.memory_mib)
+    return (1, job.gpu_count, job.cpu_milli, job.memory_mib)
+
+
+class _Entry:
+    """Per node: a figure (two for a shape) and the row version it was computed at (-1:
+    never)."""
+
+    def __init__(self, size: int) -> None:
+        self.growth = np.zeros(size)
+        self.requested = np.zeros(size)
+        self.versions = np.full(size, -1, np.int64)
+
+
+class FgdCache:
+    """Fragmentation now and growth per (shape, node) under each node's model mix; at most
+    `shapes` shapes are kept (least recently used go first)."""
+
+    def __init__(self, shapes: int = 16) -> None:
+        self._state: weakref.ref[ClusterState] | None = None
+        self._size = 0
+        self._held: dict[int, MixClasses] = {}  # the mix each model's figures are for
+        self._now = _Entry(0)
+        self._shapes: OrderedDict[tuple[int, ...], _Entry] = OrderedDict()
+        self._max_shapes = max(1, shapes)
+
+    def sync(self, state: ClusterState, mixes: Mapping[int, MixClasses]) -> None:
+        """Forget everything when the state or its size changed; the nodes of a model whose
+        mix changed (`mixes`: by model index, the models about to be asked for) are computed
+        again. A mix is known by identity, and held here so that its id cannot come back for
+        another."""
+        size = state.row_version.shape[0]
+        if self._state is None or self._state() is not state or self._size != size:
+            self._state, self._size = weakref.ref(state), size
+            self._now, self._held = _Entry(size), {}
+            self._shapes.clear()
+        changed = [m for m, mix in mixes.items() if self._held.get(m) is not mix]
+        if not changed:
+            return
+        stale = np.isin(state.model, changed)
+        for entry in (self._now, *self._shapes.values()):
+            entry.versions[stale] = -1
+        for m in changed:
+            self._held[m] = mixes[m]
+
+    def now(self, state: ClusterState, slots: np.ndarray) -> np.ndarray:
+        """Each node's fragmentation now against its model's mix (after `sync`)."""
+        entry = self._now
+        stale = slots[entry.versions[slots] != state.row_version[slots]]
+        if stale.size:
+            for m, part in _by_model(state, stale):
+                mix = self._held[m]  # sync() first
+                entry.growth[part] = fragmentation(Profile.of_state(state, part), mix)
+            entry.versions[stale] = state.row_version[stale]
+        return entry.growth[slots]
+
+    def growth(
+        self, ctx: CycleContext, slots: np.ndarray, compute: GrowthOf
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Growth and requested milli of the job's shape at `slots` (after `sync`);
+        `compute` gives them for the nodes of one model changed since."""
+        state = ctx.state
+        entry = self._entry(shape_of(ctx))
+        stale = slots[entry.versions[slots] != state.row_version[slots]]
+        if stale.size:
+            for m, part in _by_model(state, stale):
+                mix = self._held[m]  # sync() first
+                grown, requested = compute(part, mix, self.now(state, part))
+                entry.growth[part], entry.requested[part] = grown, requested
+            entry.versions[stale] = state.row_version[stale]
+        return entry.growth[slots], entry.requested[slots]
+
+    def _entry(self, key: tuple[int, ...]) -> _Entry:
+        entry = self._shapes.get(key)
+        if entry is None:
+            entry = self._shapes[key] = _Entry(self._size)
+            if len(self._shapes) > self._max_shapes:
+                self._shapes.popitem(last=False)
+        else:
+            self._shapes.move_to_end(key)
+        return entry
+
+
+def _by_model(state: ClusterState, slots: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """`slots` grouped by GPU model index (one group without a sort when all share one)."""
+    models = state.model[slots]
+    first = int(models[0])
+    if (models == first).all():
+        return [(first, slots)]
+    return [(int(m), slots[models == m]) for m in np.unique(models)]
+
