@@ -48,11 +48,7 @@ class FgdScore:
         present = np.flatnonzero(np.bincount(s.model[slots], minlength=len(s.models)))
         views = {int(m): self.mix.for_model(s.models[int(m)]) for m in present}
         self._cache.sync(s, {m: classes for m, (classes, _) in views.items()})
-        no_access = np.zeros(len(s.models))
-        no_access[present] = [n for _, n in views.values()]
-        grown, requested = self._cache.growth(ctx, slots, partial(_growth, ctx))
-        # the tasks that may not use a node's model count all its free GPU as fragment
-        return growth_score(grown - no_access[s.model[slots]] * requested, requested)
+        return self._cache.score(ctx, slots, partial(_score, ctx, views))
 
     def choose_share(self, ctx: CycleContext, slot: int) -> int:
         """The GPU of `slot` whose share grows fragmentation least (lowest index on a tie)."""
@@ -83,18 +79,26 @@ class FgdScore:
         return out
 
 
-def _growth(
-    ctx: CycleContext, part: np.ndarray, classes: MixClasses, now: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Growth of fragmentation and the milli-GPU requested on each node of `part` (nodes of
-    one GPU model, whose mix is `classes` and fragmentation now `now`)."""
+def _score(
+    ctx: CycleContext,
+    views: dict[int, tuple[MixClasses, float]],
+    part: np.ndarray,
+    m: int,
+    classes: MixClasses,
+    now: np.ndarray,
+) -> np.ndarray:
+    """The score on each node of `part` (nodes of GPU model `m`, whose mix is `classes` and
+    fragmentation now `now`)."""
     s, job = ctx.state, ctx.job
     if ctx.fractional:
         grown = share_growth(s, part, job, classes, now).min(axis=1)
-        return grown, np.full(part.shape[0], float(job.gpu_milli))
-    k = np.broadcast_to(np.asarray(ctx.gpus_taken(part)), (part.shape[0],))
-    taken = Profile.of_state(s, part).taking_whole(k, job.cpu_milli, job.memory_mib)
-    return fragmentation(taken, classes) - now, k * FULL
+        requested = np.full(part.shape[0], float(job.gpu_milli))
+    else:
+        k = np.broadcast_to(np.asarray(ctx.gpus_taken(part)), (part.shape[0],))
+        taken = Profile.of_state(s, part).taking_whole(k, job.cpu_milli, job.memory_mib)
+        grown, requested = fragmentation(taken, classes) - now, (k * FULL).astype(float)
+    # the tasks that may not use this model count all its free GPU here as fragment
+    return growth_score(grown - views[m][1] * requested, requested)
 
 
 def share_growth(

@@ -1,7 +1,8 @@
 """FGD's per-node figures kept across decisions: each node's fragmentation now (against its GPU
-model's mix) and its growth under each job shape scored, keyed by the state's row versions.
+model's mix) and its score under each job shape scored, keyed by the state's row versions.
 
-A node's FGD growth depends only on its row (free GPUs, shares, health, host CPU and memory),
+A node's FGD score (the growth of its fragmentation, the share that may not use its model
+counted as fragment) depends only on its row (free GPUs, shares, health, host CPU and memory),
 on the mix its model sees (`AccessMix.for_model`) and on the job's shape (`shape_of`). So the
 figures are computed again only for the nodes whose row changed since (a reservation, a
 release, health), and for every node of a model whose mix was rebuilt. Each row's arithmetic is
@@ -22,8 +23,8 @@ from scorer.state import ClusterState
 
 __all__ = ["FgdCache", "shape_of"]
 
-# (nodes of one model, their mix, their fragmentation now) -> (growth, requested milli)
-GrowthOf = Callable[[np.ndarray, MixClasses, np.ndarray], tuple[np.ndarray, np.ndarray]]
+# (nodes of one model, the model's index, its mix, their fragmentation now) -> score
+ScoreOf = Callable[[np.ndarray, int, MixClasses, np.ndarray], np.ndarray]
 
 
 def shape_of(ctx: CycleContext) -> tuple[int, ...]:
@@ -37,17 +38,15 @@ def shape_of(ctx: CycleContext) -> tuple[int, ...]:
 
 
 class _Entry:
-    """Per node: a figure (two for a shape) and the row version it was computed at (-1:
-    never)."""
+    """Per node: a figure and the row version it was computed at (-1: never)."""
 
     def __init__(self, size: int) -> None:
-        self.growth = np.zeros(size)
-        self.requested = np.zeros(size)
+        self.values = np.zeros(size)
         self.versions = np.full(size, -1, np.int64)
 
 
 class FgdCache:
-    """Fragmentation now and growth per (shape, node) under each node's model mix; at most
+    """Fragmentation now, and the score per (shape, node), under each node's model mix; at most
     `shapes` shapes are kept (least recently used go first)."""
 
     def __init__(self, shapes: int = 16) -> None:
@@ -84,25 +83,22 @@ class FgdCache:
         if stale.size:
             for m, part in _by_model(state, stale):
                 mix = self._held[m]  # sync() first
-                entry.growth[part] = fragmentation(Profile.of_state(state, part), mix)
+                entry.values[part] = fragmentation(Profile.of_state(state, part), mix)
             entry.versions[stale] = state.row_version[stale]
-        return entry.growth[slots]
+        return entry.values[slots]
 
-    def growth(
-        self, ctx: CycleContext, slots: np.ndarray, compute: GrowthOf
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Growth and requested milli of the job's shape at `slots` (after `sync`);
-        `compute` gives them for the nodes of one model changed since."""
+    def score(self, ctx: CycleContext, slots: np.ndarray, compute: ScoreOf) -> np.ndarray:
+        """The score of the job's shape at `slots` (after `sync`); `compute` gives it for the
+        nodes of one model changed since."""
         state = ctx.state
         entry = self._entry(shape_of(ctx))
         stale = slots[entry.versions[slots] != state.row_version[slots]]
         if stale.size:
             for m, part in _by_model(state, stale):
                 mix = self._held[m]  # sync() first
-                grown, requested = compute(part, mix, self.now(state, part))
-                entry.growth[part], entry.requested[part] = grown, requested
+                entry.values[part] = compute(part, m, mix, self.now(state, part))
             entry.versions[stale] = state.row_version[stale]
-        return entry.growth[slots], entry.requested[slots]
+        return entry.values[slots]
 
     def _entry(self, key: tuple[int, ...]) -> _Entry:
         entry = self._shapes.get(key)
@@ -122,4 +118,3 @@ def _by_model(state: ClusterState, slots: np.ndarray) -> list[tuple[int, np.ndar
     if (models == first).all():
         return [(first, slots)]
     return [(int(m), slots[models == m]) for m in np.unique(models)]
-
