@@ -46,8 +46,9 @@ class FgdScore:
         self.mix.observe(job)
         # only the models among `slots`: a model's mix is built when first asked for
         present = np.flatnonzero(np.bincount(s.model[slots], minlength=len(s.models)))
-        views = {int(m): self.mix.for_model(s.models[int(m)]) for m in present}
-        self._cache.sync(s, {m: classes for m, (classes, _) in views.items()})
+        names, of = s.models, self.mix.for_model
+        views = {m: of(names[m]) for m in present.tolist()}
+        self._cache.sync(s, views)
         return self._cache.score(ctx, slots, partial(_score, ctx, views))
 
     def choose_share(self, ctx: CycleContext, slot: int) -> int:
@@ -60,9 +61,10 @@ class FgdScore:
 
     def choose_gpus(self, ctx: CycleContext, slot: int, k: int) -> tuple[int, ...]:
         """The `k` lowest-index whole free GPUs (any k whole GPUs leave the same fragments)."""
-        s = ctx.state
-        whole = s.gpu_exists[slot] & s.gpu_ok[slot] & (s.free_milli[slot] == FULL)
-        return tuple(int(g) for g in np.flatnonzero(whole)[:k])
+        s = ctx.state  # a node has a handful of GPUs: plain Python costs less than numpy
+        rows = zip(s.gpu_exists[slot].tolist(), s.gpu_ok[slot].tolist(),
+                   s.free_milli[slot].tolist(), strict=True)  # fmt: skip
+        return tuple(g for g, (e, o, f) in enumerate(rows) if e and o and f == FULL)[:k]
 
     def rank_host_only(self, state: ClusterState, job: JobSpec, slots: np.ndarray) -> np.ndarray:
         """Growth of each node's fragmentation if a CPU-only task takes its host share there

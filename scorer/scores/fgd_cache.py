@@ -57,24 +57,25 @@ class FgdCache:
         self._shapes: OrderedDict[tuple[int, ...], _Entry] = OrderedDict()
         self._max_shapes = max(1, shapes)
 
-    def sync(self, state: ClusterState, mixes: Mapping[int, MixClasses]) -> None:
+    def sync(self, state: ClusterState, views: Mapping[int, tuple[MixClasses, float]]) -> None:
         """Forget everything when the state or its size changed; the nodes of a model whose
-        mix changed (`mixes`: by model index, the models about to be asked for) are computed
-        again. A mix is known by identity, and held here so that its id cannot come back for
-        another."""
+        mix changed (`views`: by model index, the models about to be asked for, each with its
+        mix and no-access share, as `AccessMix.for_model`) are computed again. A mix is known
+        by identity, and held here so that its id cannot come back for another."""
         size = state.row_version.shape[0]
         if self._state is None or self._state() is not state or self._size != size:
             self._state, self._size = weakref.ref(state), size
             self._now, self._held = _Entry(size), {}
             self._shapes.clear()
-        changed = [m for m, mix in mixes.items() if self._held.get(m) is not mix]
+        held = self._held
+        changed = [m for m, (mix, _) in views.items() if held.get(m) is not mix]
         if not changed:
             return
         stale = np.isin(state.model, changed)
         for entry in (self._now, *self._shapes.values()):
             entry.versions[stale] = -1
         for m in changed:
-            self._held[m] = mixes[m]
+            held[m] = views[m][0]
 
     def now(self, state: ClusterState, slots: np.ndarray) -> np.ndarray:
         """Each node's fragmentation now against its model's mix (after `sync`)."""
