@@ -3,12 +3,13 @@
     .venv/bin/python bench/scorer.py --nodes 10000
 
 Builds a fleet of `--nodes` 8-GPU nodes over 10 regions with mixed GPU models, NVLink islands,
-racks and zones, fills it to ~50 % with random reservations, then times placements of
-single-GPU, 8-GPU and 64-GPU gang jobs within one region. Each kind runs `--rounds` times over
-the same jobs; the round with the most decisions/s is reported (the least disturbed by other
-processes on the machine), with every round's figure and the load average alongside. Then
-`reserve_release`: a reservation and its release for each of 1,000 single-GPU placements (the
-state updates only the rows they touch, so this does not grow with the fleet).
+racks and zones, fills it to ~50 % with random reservations, then times placements of single-
+GPU, 8-GPU and 64-GPU gang jobs within one region, on the placer preset `--preset` (default
+`gpuflow`, the default preset: it packs first with FGD and model pressure). Each kind runs
+`--rounds` times over the same jobs; the round with the most decisions/s is reported (the least
+disturbed by other processes on the machine), with every round's figure and the load average
+alongside. Then `reserve_release`: a reservation and its release for each of 1,000 single-GPU
+placements (the state updates only the rows they touch, so this does not grow with the fleet).
 Writes bench/results/scorer.json.
 """
 
@@ -32,6 +33,7 @@ from scorer import (
     Placer,
     default_catalog,
     gavel_throughputs,
+    make_placer,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,6 +179,9 @@ def main() -> None:
     ap.add_argument("--decisions", type=int, default=5_000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--preset", default="gpuflow", help="placer preset (scorer/policies.py; default gpuflow)"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scorer.json")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
@@ -185,7 +190,7 @@ def main() -> None:
     build_s = time.perf_counter() - t0
     throughput = gavel_throughputs()
     job_types = sorted({k[0] for k in throughput.measured}) or ["ResNet-50 (batch size 64)"]
-    placer = Placer(state, throughput=throughput)
+    placer = make_placer(args.preset, state, throughput=throughput)
     results = {}
     load_before = os.getloadavg()
     for kind, n in (
@@ -202,6 +207,7 @@ def main() -> None:
     results["reserve_release"] = reserve_cost(state, placer, single, args.regions)
     report = {
         "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
+        "preset": args.preset,
         "nodes": args.nodes,
         "gpus": args.nodes * 8,
         "regions": args.regions,

@@ -49,7 +49,8 @@ class ClusterState:
         # each row changes; `_counted[slot]` is what the slot adds there now
         self._region_free: list[int] = [0]
         self._region_gpus: list[int] = [0]
-        self._counted: dict[int, tuple[int, int, int]] = {}
+        self._counted: dict[int, tuple[int, int, int, int]] = {}  # region, free, GPUs, model
+        self._model_free: dict[tuple[int, int], int] = {}  # (region, -1: fleet; model) -> milli
         self._alloc(max(1, capacity), max(1, gpus))
 
     # ---- storage -------------------------------------------------------------------------
@@ -211,21 +212,35 @@ class ClusterState:
 
     def _count(self, slot: int) -> None:
         """Move the slot's free milli-GPU and GPUs into its region's totals (out when gone)."""
-        region, free, gpus = self._counted.pop(slot, (-1, 0, 0))
+        region, free, gpus, model = self._counted.pop(slot, (-1, 0, 0, -1))
+        by_model = self._model_free
         if region >= 0:
             self._region_free[region] -= free
             self._region_gpus[region] -= gpus
             self._region_free[-1] -= free
             self._region_gpus[-1] -= gpus
+            by_model[region, model] -= free
+            by_model[-1, model] -= free
         if not self.active[slot]:
             return
         region, free = int(self.region[slot]), int(self.free_milli_total[slot])
-        gpus = int(self.gpu_count[slot])
-        self._counted[slot] = (region, free, gpus)
+        gpus, model = int(self.gpu_count[slot]), int(self.model[slot])
+        self._counted[slot] = (region, free, gpus, model)
         self._region_free[region] += free
         self._region_gpus[region] += gpus
         self._region_free[-1] += free
         self._region_gpus[-1] += gpus
+        by_model[region, model] = by_model.get((region, model), 0) + free
+        by_model[-1, model] = by_model.get((-1, model), 0) + free
+
+    def free_by_model(self, region: str | None = None) -> np.ndarray:
+        """Free milli-GPU of live nodes per GPU model index (in one region), as floats: kept
+        as rows change, equal to summing `free_milli_total` over `slots(region)` by model."""
+        idx = -1 if region is None else self._region_ix.index.get(region)
+        if idx is None:
+            return np.zeros(len(self.models))
+        get = self._model_free.get
+        return np.array([get((idx, m), 0) for m in range(len(self.models))], float)
 
     def free_share(self, region: str | None = None) -> float:
         """Free share of the GPUs of live nodes (in one region); 1.0 where there are none.

@@ -16,12 +16,15 @@ clipped to 0..100.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from scorer.fragmix import FULL, MixClasses, Profile, fragmentation
 from scorer.framework import CycleContext
 from scorer.scores.access import AccessMix
-from scorer.scores.fragmentation import NodeFragmentation, growth_score
+from scorer.scores.fgd_cache import FgdCache
+from scorer.scores.fragmentation import growth_score
 from scorer.state import ClusterState
 from scorer.types import JobSpec
 
@@ -36,29 +39,17 @@ class FgdScore:
 
     def __init__(self) -> None:
         self.mix = AccessMix()
-        self._before: dict[int, tuple[NodeFragmentation, MixClasses]] = {}  # by model index
+        self._cache = FgdCache()  # per node and job shape, by row version
 
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
         job, s = ctx.job, ctx.state
         self.mix.observe(job)
-        growth, requested = np.zeros(slots.shape[0]), np.zeros(slots.shape[0])
-        models = s.model[slots]
-        for m in np.unique(models):
-            at = np.flatnonzero(models == m)
-            classes, no_access = self.mix.for_model(s.models[int(m)])
-            part = slots[at]
-            now = self._now(s, part, classes, int(m))
-            if ctx.fractional:
-                grown = share_growth(s, part, job, classes, now).min(axis=1)
-                requested[at] = job.gpu_milli
-            else:
-                k = np.broadcast_to(np.asarray(ctx.gpus_taken(part)), (part.shape[0],))
-                taken = Profile.of_state(s, part).taking_whole(k, job.cpu_milli, job.memory_mib)
-                grown = fragmentation(taken, classes) - now
-                requested[at] = k * FULL
-            # the tasks that may not use this model count all free GPU here as fragment
-            growth[at] = grown - no_access * requested[at]
-        return growth_score(growth, requested)
+        # only the models among `slots`: a model's mix is built when first asked for
+        present = np.flatnonzero(np.bincount(s.model[slots], minlength=len(s.models)))
+        names, of = s.models, self.mix.for_model
+        views = {m: of(names[m]) for m in present.tolist()}
+        self._cache.sync(s, views)
+        return self._cache.score(ctx, slots, partial(_score, ctx, views))
 
     def choose_share(self, ctx: CycleContext, slot: int) -> int:
         """The GPU of `slot` whose share grows fragmentation least (lowest index on a tie)."""
@@ -70,9 +61,10 @@ class FgdScore:
 
     def choose_gpus(self, ctx: CycleContext, slot: int, k: int) -> tuple[int, ...]:
         """The `k` lowest-index whole free GPUs (any k whole GPUs leave the same fragments)."""
-        s = ctx.state
-        whole = s.gpu_exists[slot] & s.gpu_ok[slot] & (s.free_milli[slot] == FULL)
-        return tuple(int(g) for g in np.flatnonzero(whole)[:k])
+        s = ctx.state  # a node has a handful of GPUs: plain Python costs less than numpy
+        rows = zip(s.gpu_exists[slot].tolist(), s.gpu_ok[slot].tolist(),
+                   s.free_milli[slot].tolist(), strict=True)  # fmt: skip
+        return tuple(g for g, (e, o, f) in enumerate(rows) if e and o and f == FULL)[:k]
 
     def rank_host_only(self, state: ClusterState, job: JobSpec, slots: np.ndarray) -> np.ndarray:
         """Growth of each node's fragmentation if a CPU-only task takes its host share there
@@ -88,14 +80,27 @@ class FgdScore:
             out[at] = fragmentation(after, classes) - fragmentation(before, classes)
         return out
 
-    def _now(self, s: ClusterState, slots: np.ndarray, classes: MixClasses, m: int) -> np.ndarray:
-        """Each node's fragmentation now, cached per model; the cache knows a mix by its id,
-        so the mix it last saw is held here (a freed mix's id may come back for a new one)."""
-        cache, held = self._before.get(m, (None, None))
-        if cache is None or held is not classes:
-            cache = NodeFragmentation()
-            self._before[m] = (cache, classes)
-        return cache(s, slots, classes)
+
+def _score(
+    ctx: CycleContext,
+    views: dict[int, tuple[MixClasses, float]],
+    part: np.ndarray,
+    m: int,
+    classes: MixClasses,
+    now: np.ndarray,
+) -> np.ndarray:
+    """The score on each node of `part` (nodes of GPU model `m`, whose mix is `classes` and
+    fragmentation now `now`)."""
+    s, job = ctx.state, ctx.job
+    if ctx.fractional:
+        grown = share_growth(s, part, job, classes, now).min(axis=1)
+        requested = np.full(part.shape[0], float(job.gpu_milli))
+    else:
+        k = np.broadcast_to(np.asarray(ctx.gpus_taken(part)), (part.shape[0],))
+        taken = Profile.of_state(s, part).taking_whole(k, job.cpu_milli, job.memory_mib)
+        grown, requested = fragmentation(taken, classes) - now, (k * FULL).astype(float)
+    # the tasks that may not use this model count all its free GPU here as fragment
+    return growth_score(grown - views[m][1] * requested, requested)
 
 
 def share_growth(

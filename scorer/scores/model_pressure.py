@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from scorer.framework import CycleContext
+from scorer.state import ClusterState
 
 __all__ = ["NAME", "ModelPressureScore", "pressure_score"]
 
@@ -38,9 +39,8 @@ class ModelPressureScore:
         self._observe(ctx)
         if not self._bound:
             return np.asarray(100.0)  # nothing constrained seen: no model is under pressure
-        s, scope = ctx.state, ctx.slots  # the nodes of the region placed in
-        free = np.bincount(s.model[scope], weights=s.free_milli_total[scope],
-                           minlength=len(s.models)).astype(float)  # fmt: skip
+        s = ctx.state
+        free = _free_by_model(s, ctx.slots)
         bound = self._bound_share(s.models, free > 0)
         return pressure_score(bound, free / max(float(free.sum()), 1.0))[s.model[slots]]
 
@@ -65,6 +65,19 @@ class ModelPressureScore:
             if where:
                 out[where] += demand / len(where)
         return out / max(self._total, 1e-9)
+
+
+def _free_by_model(s: ClusterState, scope: np.ndarray) -> np.ndarray:
+    """Free milli-GPU per model on `scope`, the nodes of the region placed in: the state's
+    running totals when `scope` is a region's (or the fleet's) slots, else summed."""
+    if scope is s.slots(None):
+        return s.free_by_model(None)
+    if scope.size:
+        region = s.region_name(int(s.region[scope[0]]))
+        if scope is s.slots(region):
+            return s.free_by_model(region)
+    return np.bincount(s.model[scope], weights=s.free_milli_total[scope],
+                       minlength=len(s.models)).astype(float)  # fmt: skip
 
 
 def pressure_score(bound_share: np.ndarray, free_share: np.ndarray) -> np.ndarray:
