@@ -18,7 +18,7 @@ from scorer.framework import (
     ScorePlugin,
 )
 from scorer.gang import GangPlan, pick_gpus, pick_share, plan_spread
-from scorer.hostonly import place_host_only
+from scorer.hostonly import HostRank, place_host_only
 from scorer.network.placement import region_plans
 from scorer.network.view import NetworkView
 from scorer.outcome import Pick, model_vectors, placed_result, refused_result
@@ -83,7 +83,7 @@ class Placer:
         than deciding.
         """
         if job.cpu_only:  # a plugin may rank the nodes for it (FGD: least fragmentation)
-            return place_host_only(self.state, job, region, rank=self._hook("rank_host_only"))
+            return place_host_only(self.state, job, region, rank=self._host_rank())
         ctx, masks, refusals, candidates = self._filter(job, region)
         weights = self._weights(job, region)
         notes: list[str] = []  # why spread plans were refused
@@ -311,6 +311,21 @@ class Placer:
         packing /= max(share, 1e-9)
         keep = packing >= packing.max() - self.packing_slack - 1e-9
         return np.where(keep, total, total - 1e6)
+
+    def _host_rank(self) -> HostRank | None:
+        """How CPU-only jobs rank nodes: a plugin's own order; when packing first, GPU-less
+        nodes before any GPU node (the host CPU a CPU-only job takes on a GPU node can strand
+        its GPUs later in the fill), that order among each."""
+        rank = self._hook("rank_host_only")
+        if rank is None or not self.packing_first:
+            return rank
+        plugin_rank = rank
+
+        def gpu_less_first(state: ClusterState, job: JobSpec, slots: np.ndarray) -> np.ndarray:
+            order = np.asarray(plugin_rank(state, job, slots), float)
+            return order + np.where(state.gpu_count[slots] > 0, 1e9, 0.0)
+
+        return gpu_less_first
 
     def _hook(self, method: str) -> Callable[..., Any] | None:
         """`method` of the first score plugin that has it (GPU choice, CPU-only ranking)."""
