@@ -137,7 +137,7 @@ class Autoscaler:
         return sum(r for r, ts in book.by_zone.values() if now_ms - ts <= max_age_ms)
 
     def forecast(self, book: ServiceBook, now_rps: float) -> list[float]:
-        history = [*book.minutes, now_rps] if book.minute_n or not book.minutes else book.minutes
+        history = [*book.minutes, now_rps]  # the minute under way counts at its rate now
         return [float(x) for x in seasonal_forecast(history, HORIZON_MIN)]
 
     # ---- one look -----------------------------------------------------------------------
