@@ -187,7 +187,10 @@ class Autoscaler:
             "stopped": stopped, "degrade_mode": spec.degrade if degraded else "",
             "reason": decision.reason + f"; {len(live)} live of {wanted} wanted",
         }  # fmt: skip
-        book.last = {**record, "replicas": [r.view() for r in replicas if r.latest]}
+        book.last = {**record, "replicas": [
+            {**r.view(), "role": "serving" if r.index < serving else "standby"}
+            for r in replicas if r.latest
+        ]}  # fmt: skip
         out.append(outgoing(SERVICES_SCALING, spec.name, record, region=None, partition_of=_p0))
         return out
 
