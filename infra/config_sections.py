@@ -138,6 +138,7 @@ class WorkerConfig:
     web_port: int = 6066
     summary_interval_s: float = 1.0
     replan_interval_s: float = 5.0  # the scheduler's timer: queue sweeps, re-planning passes
+    autoscale_s: float = 5.0  # issue 33: the services' autoscaler looks this often (0: off)
     stale_after_s: float = 10.0  # node heartbeat missing this long => unhealthy
     stall_after_s: float = 30.0  # fetched records not reaching a stream this long => not live
     max_clock_skew_s: float = 300.0  # an event stamped further ahead than this is dead-lettered

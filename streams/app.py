@@ -54,6 +54,7 @@ from streams.pages import register_pages
 from streams.regions import RemoteRegions
 from streams.runtime import Runtime
 from streams.scheduling import Scheduler
+from streams.service_agents import register_services
 from streams.telemetry_agent import register_telemetry
 from streams.timers import register_timers, watch_broker, watch_history
 from streams.transport import GpuflowApp
@@ -289,6 +290,7 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
 
     register_telemetry(app, rt, topics)
     register_cancel(app, rt, topics)
+    register_services(app, rt, topics)
 
     @app.agent(topics[GRID_SIGNALS], name="gpuflow.grid")
     async def grid(stream: Any) -> None:

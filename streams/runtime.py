@@ -34,6 +34,7 @@ from streams.validation import Rules, joined, problems
 from streams.webui import RecentDecisions
 
 if TYPE_CHECKING:
+    from streams.services import Autoscaler
     from streams.telemetry_reader import TelemetryReader
 
 __all__ = ["Runtime"]
@@ -69,6 +70,7 @@ class Runtime:
         self.activity = Activity()  # `/activity/`, read by `gpuflow top`
         self.ownership: Ownership | None = None  # set by create_app: partitions owned now
         self.remote: RemoteRegions | None = None  # other workers' region summaries
+        self.autoscaler: Autoscaler | None = None  # services (streams.service_agents)
         self.recent = RecentDecisions()  # the latest decisions, for the /ui/ page
         self.stalls = StallWatch(config.worker.stall_after_s)
         self.admission = Admission(verifier(config.auth), codec, scheduler.partition_of)

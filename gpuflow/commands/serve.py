@@ -3,6 +3,7 @@ request-rate trace, list them (docs/services.md)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,7 +18,8 @@ from agents.replay.requests import read_requests
 from agents.replay.service_fleet import DEMO_FLEET, read_fleet
 from agents.replay.service_scalers import GpuflowScaler, ReactiveScaler, Scaler, StaticPeakScaler
 from agents.replay.services import ServiceReport, replay_services
-from gpuflow.commands.common import fail, running_config
+from gpuflow.commands.common import fail, running_config, worker_url
+from gpuflow.commands.services_view import fetch_services, render_services
 from infra.kafka import consumer, producer
 from infra.servicespec import load_service_file, service_record
 from infra.topics import SERVICES_LOAD, SERVICES_SCALING, SERVICES_SPECS
@@ -204,9 +206,24 @@ def _read_topic(config: Any, topic: str, timeout_s: float = 10.0) -> list[tuple[
 
 def services(
     data_dir: Annotated[Path | None, typer.Option(help="Stack data directory.")] = None,
+    url: Annotated[
+        str | None, typer.Option(help="The worker's web root (default: the running stack's).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the worker's view as JSON.")
+    ] = False,
 ) -> None:
-    """List declared services with their last observed load and scaling decision."""
+    """Services with replicas by zone and role, load now and forecast, SLO attainment and the
+    last scaling decision, from the worker's autoscaler; the declared services and the last
+    load and decision on the topics when no worker answers."""
     config = running_config(data_dir)
+    view = fetch_services(url or worker_url(config))
+    if view is not None:
+        if as_json:
+            typer.echo(json.dumps(view, indent=1))
+        else:
+            Console().print(render_services(view))
+        return
     specs: dict[str, dict] = {}
     for key, record in _read_topic(config, SERVICES_SPECS):
         specs[key] = record
