@@ -115,7 +115,7 @@ JOBS = [
 def test_cached_fgd_and_pressure_equal_them_afresh(job: JobSpec, spread: bool) -> None:
     rng = np.random.default_rng(11)
     state = _fleet()
-    fgd, pressure, held = FgdScore(), ModelPressureScore(), []
+    fgd, pressure, held = FgdScore(), ModelPressureScore(), list[str]()
     for i in range(150):
         _step(state, rng, i, held)
         # the mixes move: a job scored once each, pinned to T4 every third
@@ -134,7 +134,7 @@ def test_cached_fgd_and_pressure_equal_them_afresh(job: JobSpec, spread: bool) -
 
 def test_free_by_model_follows_churn() -> None:
     rng = np.random.default_rng(4)
-    state, held = _fleet(), []
+    state, held = _fleet(), list[str]()
     for i in range(300):
         _step(state, rng, i, held)
         for region in (*REGIONS, None, "nowhere"):

@@ -185,7 +185,7 @@ def test_job_shapes_that_differ_only_in_host_needs_are_kept_apart() -> None:
         JobSpec("share", gpu_milli=500),
         JobSpec("share-host", gpu_milli=500, cpu_milli=30_000, memory_mib=200_000),
     ]
-    differed, held = 0, []
+    differed, held = 0, list[str]()
     for i in range(80):
         _step(state, rng, i, held)
         slots = state.slots()
