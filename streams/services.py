@@ -66,6 +66,7 @@ class ServiceBook:
 
     spec: ServiceSpec
     state: ScaleState
+    partition: int = 0  # of the specs topic: the worker holding it scales the service
     minutes: list[float] = field(default_factory=list)  # per-minute mean rate, oldest first
     last_minute: int | None = None
     minute_sum: float = 0.0
@@ -86,17 +87,19 @@ class Autoscaler:
         *,
         stale: Callable[[], set[str]],
         signer: Signer | None = None,
+        owned: Callable[[int], bool] = lambda _: True,
     ) -> None:
         self.s = scheduler
         self.stale = stale  # the fleet's stale node ids, now
         self.signer = signer
+        self.owned = owned  # whether this worker holds a partition of the specs topic
         self.books: dict[str, ServiceBook] = {}
         # job id -> (when submitted, ms; the region it was pinned to), until it is seen
         self.sent_at: dict[str, tuple[int, str]] = {}
         self.rejected_at: dict[str, int] = {}  # service:index -> when last resent after a REJECTED
 
     # ---- inputs -------------------------------------------------------------------------
-    def on_spec(self, record: Mapping[str, Any]) -> None:
+    def on_spec(self, record: Mapping[str, Any], partition: int = 0) -> None:
         """A declared, updated or withdrawn service (a bad record raises ServiceSpecError)."""
         name = str(record.get("name") or "")
         if record.get("deleted"):
@@ -106,9 +109,9 @@ class Autoscaler:
         spec = service_from_record(record)
         book = self.books.get(spec.name)
         if book is None:
-            self.books[spec.name] = ServiceBook(spec, ScaleState(spec.min_replicas))
+            self.books[spec.name] = ServiceBook(spec, ScaleState(spec.min_replicas), partition)
         else:
-            book.spec = spec
+            book.spec, book.partition = spec, partition
             n = max(spec.min_replicas, min(spec.max_replicas, book.state.replicas))
             book.state = replace(book.state, replicas=n)
         log.info("service declared service=%s", spec.name)
@@ -145,6 +148,8 @@ class Autoscaler:
         out: list[Outgoing] = []
         rooms = self._rooms()
         for book in list(self.books.values()):
+            if not self.owned(book.partition):
+                continue
             out.extend(self._look(book, now_ms, rooms))
         return out
 

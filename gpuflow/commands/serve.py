@@ -216,14 +216,18 @@ def services(
     """Services with replicas by zone and role, load now and forecast, SLO attainment and the
     last scaling decision, from the worker's autoscaler; the declared services and the last
     load and decision on the topics when no worker answers."""
-    config = running_config(data_dir)
-    view = fetch_services(url or worker_url(config))
+    view = fetch_services(url) if url else None  # a worker named: no broker needed
+    config = running_config(data_dir) if view is None else None
+    if config is not None and url is None:
+        view = fetch_services(worker_url(config))
     if view is not None:
         if as_json:
             typer.echo(json.dumps(view, indent=1))
         else:
             Console().print(render_services(view))
         return
+    assert config is not None or url is not None
+    config = config or running_config(data_dir)
     specs: dict[str, dict] = {}
     for key, record in _read_topic(config, SERVICES_SPECS):
         specs[key] = record

@@ -2,7 +2,7 @@
 service converges to its replicas and spread, a load step scales out from the warm standby
 within one autoscaler period, scale-in waits out the hysteresis (and goes by the forecast,
 which holds the last rate here), and a zone whose nodes go stale has its replica replaced in
-another zone."""
+another zone; a restarted worker submits no replica twice; `gpuflow services` shows them."""
 
 from __future__ import annotations
 
@@ -16,12 +16,14 @@ from typing import Any
 import httpx
 import pytest
 from harness import CODEC, Running, TopicReader, run_stack, wait_for
+from typer.testing import CliRunner
 
 from agents.faults import Fault
+from gpuflow.cli import app
 from infra.config import Config
 from infra.kafka import producer
 from infra.servicespec import service_record
-from infra.topics import SERVICES_LOAD, SERVICES_SCALING, SERVICES_SPECS
+from infra.topics import JOBS_SUBMITTED, SERVICES_LOAD, SERVICES_SCALING, SERVICES_SPECS
 from scorer.services import parse_service
 
 pytestmark = pytest.mark.integration
@@ -155,9 +157,25 @@ def _ins(reader: TopicReader, since: float) -> list[dict[str, Any]]:
     return [d for d in _after(reader, since) if d["action"] == "SCALE_IN"]
 
 
-def test_zone_gone_stale_moves_its_replica(stack: tuple[Running, Load]) -> None:
+def test_restart_submits_nothing_twice_and_a_stale_zones_replica_moves(
+    stack: tuple[Running, Load],
+) -> None:
     run, _ = stack
     assert wait_for(lambda: _settled(run, 2), 90), (_page(run), run.worker.log_tail(3000))
+    w = run.config.worker
+    shown = CliRunner().invoke(app, ["services", "--url", f"http://{w.web_host}:{w.web_port}"])
+    assert shown.exit_code == 0 and "chat" in shown.output and "serving" in shown.output, (
+        shown.output
+    )
+    run.worker.stop()  # a restarted worker reads the services again and finds its replicas
+    run.restart_worker()
+    assert wait_for(lambda: _settled(run, 2) and _page(run)["looks"] >= 2, 90), _page(run)
+    submitted = TopicReader(run.config, JOBS_SUBMITTED)
+    try:
+        ids = [r["job_id"] for r in submitted.read_to_end() if r["job_id"].startswith("svc-")]
+    finally:
+        submitted.close()
+    assert sorted(ids) == ["svc-chat-0", "svc-chat-1", "svc-chat-2"], ids
     victim = _running(run)[0]
     region, _, zone = victim["zone"].partition("/")
     nodes = [n["node_id"] for n in run.fleet.nodes if n["region"] == region and n["zone"] == zone]
