@@ -6,7 +6,8 @@ worker restart:
 
   GET /ui/api/live     regions x models (free, used, total, allocation), queues, the latest
                        decisions this worker made with their reasons; regions other workers
-                       own come from their RegionSummary events; the jobs (`gpuflow jobs`)
+                       own come from their RegionSummary events; the jobs (`gpuflow jobs`);
+                       the services (`gpuflow services`)
   GET /ui/api/job?job=ID  one job: its row (`streams.job_views`) and its epochs (ClickHouse)
   GET /ui/api/history  10-second series over the last 15 minutes from ClickHouse (decisions by
                        outcome, GPU utilisation by region, queue wait p99), when this worker
@@ -29,7 +30,7 @@ from streams.outbox import Outgoing
 if TYPE_CHECKING:
     from streams.runtime import Runtime
 
-__all__ = ["HISTORY_QUERIES", "RecentDecisions", "live_view", "register_ui"]
+__all__ = ["HISTORY_QUERIES", "RecentDecisions", "live_view", "register_ui", "services_view"]
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,32 @@ def live_view(rt: Runtime) -> dict[str, Any]:
         "queued_total": len(queues),
         "decisions": rt.recent.latest(),
         "jobs": jobs_view(rt.scheduler, limit=100)["jobs"],  # as `gpuflow jobs` shows them
+        "services": services_view(rt),
     }
+
+
+def services_view(rt: Runtime) -> list[dict[str, Any]]:
+    """Each service the autoscaler scales, as `gpuflow services` shows it: serving target,
+    replicas by zone and role, load now and forecast, SLO attainment, the last decision."""
+    if rt.autoscaler is None:
+        return []
+    out = []
+    for name, svc in rt.autoscaler.view()["services"].items():
+        last = svc.get("last") or {}
+        zones: dict[str, dict[str, int]] = {}
+        for r in last.get("replicas", ()):
+            if r.get("status") == "ENDED":
+                continue
+            by_role = zones.setdefault(str(r.get("zone") or "-"), {})
+            key = str(r.get("role") or "") if r.get("status") == "RUNNING" else str(r["status"])
+            by_role[key.lower()] = by_role.get(key.lower(), 0) + 1
+        out.append({"service": name, "serving_target": svc["serving_target"],
+                    "min_replicas": svc["min_replicas"], "max_replicas": svc["max_replicas"],
+                    "zones": zones, "observed_rps": last.get("observed_rps"),
+                    "forecast_rps": last.get("forecast_rps"), "slo_p99_ms": svc["slo_p99_ms"],
+                    "slo_attainment": svc["slo_attainment"], "action": last.get("action", ""),
+                    "reason": last.get("reason", "")})  # fmt: skip
+    return out
 
 
 def _series(answer: Mapping[str, Any]) -> dict[str, list[list[float]]]:

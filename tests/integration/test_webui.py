@@ -11,7 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
-from harness import Running, submit_jobs, wait_for
+from harness import CODEC, Running, submit_jobs, wait_for
+
+from infra.kafka import producer
+from infra.servicespec import service_record
+from infra.topics import SERVICES_SPECS
+from scorer.services import parse_service
 
 pytestmark = pytest.mark.integration
 
@@ -104,6 +109,11 @@ def test_ui_shows_live_data_and_survives_a_worker_restart(running: Running, brow
     _wait(browser, _css("#chart-utilisation svg path"), 60, "the utilisation chart")
     _wait(browser, _status("live"), 10, "live status")
 
+    _declare_service(running, [r.name for r in running.fleet.spec.regions])
+    _wait(browser, _css('#services tr[data-service="uichat"][data-serving="1"]'), 60, "the service")
+    [svc] = _css('#services tr[data-service="uichat"]')(browser)
+    assert "HOLD" in svc.text or "SCALE_OUT" in svc.text, svc.text  # the last decision, with why
+
     running.worker.stop()
     _wait(browser, _status("down"), 30, "the outage shown")
     running.restart_worker()  # same web port; the page was never reloaded
@@ -111,4 +121,18 @@ def test_ui_shows_live_data_and_survives_a_worker_restart(running: Running, brow
     _wait(browser, every_region, 60, "every region after the restart")
     submit_jobs(running.config, [{"job_id": "ui-after", "gpu_count": 1}], rate_per_s=10)
     _wait(browser, _css('#decisions li[data-job="ui-after"]'), 90, "a decision after restart")
+    # the restarted worker read the services declared before it (the compacted specs topic)
+    _wait(browser, _css('#services tr[data-service="uichat"]'), 60, "the service after restart")
     assert browser.execute_script("return window.location.pathname") == "/ui/"
+
+
+def _declare_service(running: Running, regions: list[str]) -> None:
+    spec = parse_service(
+        {"name": "uichat", "model_family": "llama", "params_b": 1, "precision": "FP16",
+         "gpus_per_replica": 1, "batch": 8, "context": 1024, "capacity_rps": {"H100": 100},
+         "min_replicas": 1, "max_replicas": 2, "regions": regions, "warm_pool": 0}
+    )  # fmt: skip
+    p = producer(running.config.kafka)
+    record = CODEC.encode("ServiceSpec", service_record(spec))
+    p.produce(SERVICES_SPECS, key=b"uichat", value=record)
+    p.flush(10)

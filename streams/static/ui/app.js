@@ -82,6 +82,24 @@ function renderJobs(jobs) {
   }
 }
 
+function renderServices(services) {
+  const body = document.querySelector("#services tbody");
+  body.replaceChildren();
+  const rate = (x) => (x === null || x === undefined ? "-" : Number(x).toFixed(1));
+  for (const s of services) {
+    const zones = Object.entries(s.zones).map(([zone, roles]) =>
+      `${zone}: ${Object.entries(roles).map(([role, n]) => `${n} ${role}`).join(", ")}`);
+    const slo = s.slo_attainment === null ? "-" : `${(s.slo_attainment * 100).toFixed(1)}%`;
+    body.append(el("tr", { "data-service": s.service, "data-serving": s.serving_target },
+      el("td", {}, s.service),
+      el("td", { class: "num" }, `${s.serving_target} (${s.min_replicas}-${s.max_replicas})`),
+      el("td", {}, zones.join("; ") || "-"), el("td", { class: "num" }, rate(s.observed_rps)),
+      el("td", { class: "num" }, rate(s.forecast_rps)),
+      el("td", { class: "num" }, `${slo} ≤ ${s.slo_p99_ms} ms`),
+      el("td", { class: "reasons" }, el("b", {}, s.action || "-"), ` ${s.reason}`)));
+  }
+}
+
 async function refreshJob() {
   if (!shownJob) return;
   try {
@@ -147,6 +165,7 @@ async function refreshLive() {
     renderDecisions(live.decisions);
     renderQueues(live.queues, live.queued_total);
     renderJobs(live.jobs || []);
+    renderServices(live.services || []);
     const w = live.worker;
     document.getElementById("worker").textContent =
       `${w.app_id} · partitions ${w.partitions.join(",") || "-"}${w.ready ? "" : " · rebuilding"}`;
