@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from agents.replay.adapters import load_gavel_trace, load_philly_trace
 from agents.replay.network import load_links
 from agents.replay.trace import ModelResolver, Trace, load_nodes, load_throughputs, load_trace
 from gpuflow.commands.common import fail
+from gpuflow.commands.serve import load_services, report_rows, report_table, service_replay
 from gpuflow.replay.engine import ReplayResult
 from gpuflow.replay.run import replay_policy, write_outputs
 from gpuflow.replay.summary import summarize
@@ -32,6 +34,19 @@ from scorer.errors import GpuflowError
 from scorer.network import MODES
 
 __all__ = ["replay"]
+
+
+def _replay_services(
+    files: list[Path], requests: Path, zones: Path | None, scaler: str, warmup: int, out: Path
+) -> None:
+    """The service replay (docs/services.md), as `gpuflow serve --requests` runs it."""
+    specs = load_services(files)
+    rows = service_replay(specs, requests, zones, scaler, warmup, seed=0)
+    Console().print(report_table(rows))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "services.json").write_text(json.dumps(report_rows(rows), indent=1) + "\n")
+    typer.echo(f"wrote {out / 'services.json'}")
+
 
 _COLUMNS = (  # summary key, header, format, scale (seconds shown in hours)
     ("completed", "done", "{:.0f}", 1.0),
@@ -114,8 +129,8 @@ def _run_all(
 
 
 def replay(
-    nodes: Annotated[Path, typer.Option(help="nodes.csv (see docs/traces.md).")],
-    jobs: Annotated[Path, typer.Option(help="jobs.csv, or a Gavel / Philly trace.")],
+    nodes: Annotated[Path | None, typer.Option(help="nodes.csv (see docs/traces.md).")] = None,
+    jobs: Annotated[Path | None, typer.Option(help="jobs.csv, or a Gavel / Philly trace.")] = None,
     throughputs: Annotated[
         Path | None,
         typer.Option(
@@ -149,8 +164,35 @@ def replay(
     quotas: Annotated[
         str, typer.Option(help="With --links: elastic (water-filling by phase) or equal shares.")
     ] = "elastic",
+    services: Annotated[
+        list[Path] | None,
+        typer.Option("--services", help="Service YAML (repeat): replay them too (--requests)."),
+    ] = None,
+    requests: Annotated[
+        Path | None, typer.Option(help="With --services: the minute,service,rps trace.")
+    ] = None,
+    zones: Annotated[
+        Path | None, typer.Option(help="With --services: the fleet's zones.csv (default: demo).")
+    ] = None,
+    scaler: Annotated[
+        str, typer.Option(help="With --services: gpuflow, static-peak, reactive-hpa or all.")
+    ] = "all",
+    warmup: Annotated[
+        int, typer.Option(help="With --services: minutes of history, not scored.")
+    ] = 1440,
 ) -> None:
-    """Replay a trace on the digital twin; write DIR/summary.json, jct_cdf.png, allocation.png."""
+    """Replay a trace on the digital twin; write DIR/summary.json, jct_cdf.png, allocation.png.
+    With --services and --requests, replay inference services too (DIR/services.json)."""
+    if (nodes is None) != (jobs is None):
+        raise fail("--nodes and --jobs go together")
+    if nodes is None and not services:
+        raise fail("nothing to replay: give --nodes and --jobs, or --services with --requests")
+    if bool(services) != (requests is not None):
+        raise fail("--services and --requests go together")
+    if services and requests is not None:
+        _replay_services(services, requests, zones, scaler, warmup, out)
+    if nodes is None or jobs is None:
+        return
     policies = [p.strip() for p in (compare or policy).split(",") if p.strip()]
     console = Console()
     try:

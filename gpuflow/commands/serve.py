@@ -3,6 +3,7 @@ request-rate trace, list them (docs/services.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -26,12 +27,12 @@ from infra.topics import SERVICES_LOAD, SERVICES_SCALING, SERVICES_SPECS
 from schemas import DecodeError, make_codec
 from scorer.services import ServiceSpec, ServiceSpecError, lead_minutes, pool_capacity
 
-__all__ = ["serve", "services"]
+__all__ = ["load_services", "report_rows", "report_table", "serve", "service_replay", "services"]
 
 _SCALERS = ("gpuflow", "static-peak", "reactive-hpa", "all")
 
 
-def _load(files: list[Path]) -> list[ServiceSpec]:
+def load_services(files: list[Path]) -> list[ServiceSpec]:
     try:
         specs = [load_service_file(f) for f in files]
     except ServiceSpecError as exc:
@@ -67,7 +68,7 @@ def _scalers(
     return list(every.values()) if which == "all" else [every[which]]
 
 
-def _report_table(rows: list[tuple[str, ServiceReport, float]]) -> Table:
+def report_table(rows: list[tuple[str, ServiceReport, float]]) -> Table:
     table = Table(
         "scaler",
         "service",
@@ -100,9 +101,13 @@ def _report_table(rows: list[tuple[str, ServiceReport, float]]) -> Table:
     return table
 
 
-def _replay(
+def service_replay(
     specs: list[ServiceSpec], requests: Path, zones: Path | None, which: str, warmup: int, seed: int
-) -> None:
+) -> list[tuple[str, ServiceReport, float]]:
+    """Replay `specs` on the per-minute `requests` trace under `which` scaler(s) ("all": with
+    the static-peak and reactive-HPA baselines): (scaler, report, training share) rows."""
+    if which not in _SCALERS:
+        raise fail(f"--scaler must be one of {', '.join(_SCALERS)}, not {which!r}")
     try:
         rates = read_requests(requests)
         fleet = read_fleet(zones) if zones else DEMO_FLEET
@@ -120,7 +125,19 @@ def _replay(
         except ValueError as exc:
             raise fail(str(exc)) from None
         rows += [(scaler.name, r, share) for r in reports]
-    Console().print(_report_table(rows))
+    return rows
+
+
+def report_rows(rows: list[tuple[str, ServiceReport, float]]) -> list[dict[str, Any]]:
+    """The replay's rows as JSON-ready records (per-minute p99s left out)."""
+    out = []
+    for scaler, r, share in rows:
+        record = {k: v for k, v in dataclasses.asdict(r).items() if k != "p99_ms"}
+        finite = [p for p in r.p99_ms if p != float("inf")]
+        out.append({**record, "scaler": scaler, "within_slo": r.within_slo,
+                    "p99_ms_max": max(finite, default=0.0) if len(finite) == len(r.p99_ms)
+                    else None, "training_share": share})  # fmt: skip
+    return out
 
 
 def _publish(specs: list[ServiceSpec], data_dir: Path | None) -> None:
@@ -160,12 +177,12 @@ def serve(
     """Declare services (updating one in place), or check them, or replay them on a trace."""
     if scaler not in _SCALERS:
         raise fail(f"--scaler must be one of {', '.join(_SCALERS)}, not {scaler!r}")
-    specs = _load(files)
+    specs = load_services(files)
     if check:
         for spec in specs:
             typer.echo(_check_line(spec))
     elif requests is not None:
-        _replay(specs, requests, zones, scaler, warmup, seed)
+        Console().print(report_table(service_replay(specs, requests, zones, scaler, warmup, seed)))
     else:
         _publish(specs, data_dir)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,20 @@ def test_generate_requests_then_replay_them(tmp_path: Path) -> None:
     assert all(s in result.output for s in ("gpuflow", "static-peak", "reactive-hpa"))
     _one_line_error(runner.invoke(app, [*args, "--scaler", "magic"]), "--scaler")
     _one_line_error(runner.invoke(app, [*args[:-1], "5000"]), "--warmup")
+
+    # `gpuflow replay` takes the same services and trace, and writes what `serve` printed
+    out = tmp_path / "out"
+    again = ["replay", "--services", str(svc), "--requests", str(trace), "--zones", str(zones)]
+    again += ["--warmup", "60", "--scaler", "all", "--out", str(out)]
+    replayed = runner.invoke(app, again, env={"COLUMNS": "200"})
+    assert replayed.exit_code == 0, replayed.output
+    rows = json.loads((out / "services.json").read_text())
+    assert sorted(r["scaler"] for r in rows) == ["gpuflow", "reactive-hpa", "static-peak"]
+    assert all(r["service"] == "svc" and r["minutes"] == 720 - 60 for r in rows), rows
+    ours = next(r for r in rows if r["scaler"] == "gpuflow")
+    assert f"{ours['within_slo']:.3%}" in result.output  # the same replay as `serve` ran
+    _one_line_error(runner.invoke(app, again[:3]), "--requests")
+    _one_line_error(runner.invoke(app, ["replay", "--out", str(out)]), "--nodes")
 
 
 def test_generate_requests_refuses_a_bad_service_flag(tmp_path: Path) -> None:
