@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import ssl
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -163,6 +163,41 @@ def end_offsets(kafka: KafkaConfig, topic: str, timeout_s: float = 10.0) -> dict
         return ends
     finally:
         c.close()
+
+
+def read_to_end(
+    kafka: KafkaConfig,
+    topic: str,
+    decode: Callable[[bytes], dict[str, Any] | None],
+    timeout_s: float = 10.0,
+) -> list[tuple[int, str, dict[str, Any]]]:
+    """Every record of `topic` from each partition's start to its end, as (partition, key,
+    record), oldest first within a partition: what a compacted topic holds now. `decode` returns
+    None for a value to skip (undecodable: its consumer dead-letters it)."""
+    c = consumer(
+        kafka, group_id=f"gpuflow-read-{time.monotonic_ns()}", **{"enable.partition.eof": True}
+    )
+    out: list[tuple[int, str, dict[str, Any]]] = []
+    try:
+        meta = c.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return out
+        c.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
+        pending, deadline = set(meta.partitions), time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            for msg in c.consume(1000, timeout=0.2):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                    continue
+                record = decode(msg.value() or b"")
+                if record is not None:
+                    key = (msg.key() or b"").decode(errors="replace")
+                    out.append((int(msg.partition() or 0), key, record))
+    finally:
+        c.close()
+    return out
 
 
 def committed_offsets(kafka: KafkaConfig, group_id: str, topic: str) -> dict[int, int]:

@@ -13,11 +13,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 from faust.types import TP
 
 from infra.config import Config
-from infra.kafka import consumer
+from infra.kafka import read_to_end
 from infra.signing import signer
 from infra.topics import SERVICES_LOAD, SERVICES_SPECS
 from schemas import DecodeError
@@ -36,32 +35,14 @@ log = logging.getLogger(__name__)
 
 def read_specs(config: Config, codec: Any, timeout_s: float = 15.0) -> list[tuple[int, dict]]:
     """Every decodable (partition, ServiceSpec record) of the specs topic, oldest first."""
-    c = consumer(
-        config.kafka,
-        group_id=f"gpuflow-specs-{time.monotonic_ns()}",
-        **{"enable.partition.eof": True},
-    )
-    out: list[tuple[int, dict]] = []
-    try:
-        meta = c.list_topics(SERVICES_SPECS, timeout=timeout_s).topics.get(SERVICES_SPECS)
-        if meta is None or meta.error is not None:
-            return out
-        c.assign([TopicPartition(SERVICES_SPECS, p, OFFSET_BEGINNING) for p in meta.partitions])
-        pending, deadline = set(meta.partitions), time.monotonic() + timeout_s
-        while pending and time.monotonic() < deadline:
-            for msg in c.consume(500, timeout=0.2):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
-                    continue
-                try:
-                    out.append((int(msg.partition() or 0), codec.decode(msg.value())[1]))
-                except DecodeError:
-                    continue  # the agent dead-letters it
-    finally:
-        c.close()
-    return out
+
+    def decode(value: bytes) -> dict[str, Any] | None:
+        try:
+            return dict(codec.decode(value)[1])
+        except DecodeError:
+            return None  # the agent dead-letters it
+
+    return [(p, r) for p, _, r in read_to_end(config.kafka, SERVICES_SPECS, decode, timeout_s)]
 
 
 def register_services(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Autoscaler:

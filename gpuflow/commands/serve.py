@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from rich.console import Console
 from rich.table import Table
 
@@ -21,7 +20,7 @@ from agents.replay.service_scalers import GpuflowScaler, ReactiveScaler, Scaler,
 from agents.replay.services import ServiceReport, replay_services
 from gpuflow.commands.common import fail, running_config, worker_url
 from gpuflow.commands.services_view import fetch_services, render_services
-from infra.kafka import consumer, producer
+from infra.kafka import producer, read_to_end
 from infra.servicespec import load_service_file, service_record
 from infra.topics import SERVICES_LOAD, SERVICES_SCALING, SERVICES_SPECS
 from schemas import DecodeError, make_codec
@@ -190,35 +189,17 @@ def serve(
 def _read_topic(config: Any, topic: str, timeout_s: float = 10.0) -> list[tuple[str, dict]]:
     """Every decodable record of `topic`, oldest first, read to its end."""
     codec = make_codec(config.kafka.schema_registry_url or None)
-    c = consumer(
-        config.kafka,
-        group_id=f"gpuflow-services-{time.monotonic_ns()}",
-        **{"enable.partition.eof": True},
-    )
-    out: list[tuple[str, dict]] = []
+
+    def decode(value: bytes) -> dict[str, Any] | None:
+        try:
+            return dict(codec.decode(value)[1])
+        except DecodeError:
+            return None
+
     try:
-        meta = c.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return out
-        c.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
-        pending, deadline = set(meta.partitions), time.monotonic() + timeout_s
-        while pending and time.monotonic() < deadline:
-            for msg in c.consume(1000, timeout=0.2):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
-                    continue
-                try:
-                    _, record = codec.decode(msg.value())
-                except DecodeError:
-                    continue
-                out.append(((msg.key() or b"").decode(), record))
+        return [(key, r) for _, key, r in read_to_end(config.kafka, topic, decode, timeout_s)]
     except KafkaException as exc:
         raise fail(f"broker error: {exc}") from None
-    finally:
-        c.close()
-    return out
 
 
 def services(

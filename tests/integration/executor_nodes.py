@@ -3,9 +3,13 @@ processes (so they can be SIGKILLed), plus readers of the job events they report
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from harness import CODEC, TopicReader, wait_for
+from harness import CODEC, Running, TopicReader, run_stack, wait_for
 
 from agents.execution.local import ExecutorNode
 from infra.config import Config
@@ -13,9 +17,29 @@ from infra.jobspec import job_record
 from infra.kafka import producer
 from infra.topics import JOBS_EVENTS, JOBS_SUBMITTED
 
-__all__ = ["ExecutorNode", "ended", "events_of", "events_reader", "submit", "wait_event"]
+__all__ = [
+    "ExecutorNode", "ended", "events_of", "events_reader", "executor_stack", "submit", "wait_event",
+]  # fmt: skip
 
 ENDS = ("FINISHED", "FAILED", "EVICTED", "TIMEOUT", "CANCELLED")
+
+
+@contextlib.contextmanager
+def executor_stack(
+    config: Config, root: Path, prefix: str, nodes: int = 2, **worker: Any
+) -> Iterator[tuple[Running, list[ExecutorNode]]]:
+    """Broker + worker + fleet with `nodes` real node executors (`gpuflow agent --execute
+    --simulate`) instead of the twin; every executor is stopped by pid at the end."""
+    with run_stack(config, executor=False, **worker) as run:
+        started: list[ExecutorNode] = []
+        try:
+            for i in range(nodes):
+                name = f"{prefix}-{i}-{uuid.uuid4().hex[:4]}"
+                started.append(ExecutorNode(run.config, name, root).start())
+            yield run, started
+        finally:
+            for node in started:
+                node.stop()
 
 
 def submit(config: Config, **spec: Any) -> str:

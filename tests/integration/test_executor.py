@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
-from executor_nodes import ExecutorNode, ended, events_reader, submit, wait_event
-from harness import CODEC, Running, TopicReader, run_stack, wait_for
+from executor_nodes import ExecutorNode, ended, events_reader, executor_stack, submit, wait_event
+from harness import CODEC, Running, TopicReader, wait_for
 from typer.testing import CliRunner
 
 from agents.execution.driver import group_alive
@@ -30,16 +30,8 @@ PY = sys.executable
 
 @pytest.fixture
 def stack(config: Config, tmp_path: Path) -> Iterator[tuple[Running, list[ExecutorNode]]]:
-    with run_stack(config, executor=False) as run:
-        nodes = [
-            ExecutorNode(run.config, f"exec-{i}-{uuid.uuid4().hex[:4]}", tmp_path).start()
-            for i in range(2)
-        ]
-        try:
-            yield run, nodes
-        finally:
-            for node in nodes:
-                node.stop()
+    with executor_stack(config, tmp_path, "exec") as started:
+        yield started
 
 
 def _logs(run: Running, job_id: str, monkeypatch: pytest.MonkeyPatch, *more: str) -> Any:

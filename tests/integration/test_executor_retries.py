@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from executor_nodes import ExecutorNode, ended, events_of, events_reader, submit, wait_event
-from harness import Running, run_stack, wait_for
+from executor_nodes import (
+    ExecutorNode,
+    ended,
+    events_of,
+    events_reader,
+    executor_stack,
+    submit,
+    wait_event,
+)
+from harness import Running, wait_for
 
 from infra.config import Config
 
@@ -35,16 +42,8 @@ COUNTING = (
 
 @pytest.fixture
 def stack(config: Config, tmp_path: Path) -> Iterator[tuple[Running, list[ExecutorNode]]]:
-    with run_stack(config, executor=False) as run:
-        nodes = [
-            ExecutorNode(run.config, f"retry-{i}-{uuid.uuid4().hex[:4]}", tmp_path).start()
-            for i in range(2)
-        ]
-        try:
-            yield run, nodes
-        finally:
-            for node in nodes:
-                node.stop()
+    with executor_stack(config, tmp_path, "retry") as started:
+        yield started
 
 
 def _runs(path: Path) -> int:
