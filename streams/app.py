@@ -225,14 +225,17 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
         async def agent(stream: Any) -> None:
             async for batch in take(stream, name):
                 for event in batch:
-                    async with rt.guard(event, name):
-                        started = time.perf_counter_ns()
-                        record = await rt.decode(event, expected, name)
-                        if record is None:
-                            continue
-                        await rt.ensure_ready()
-                        decide = getattr(rt.scheduler, step)
-                        await rt.send_all(decide(record, started_ns=started))
+                    try:
+                        async with rt.guard(event, name):
+                            started = time.perf_counter_ns()
+                            record = await rt.decode(event, expected, name)
+                            if record is None:
+                                continue
+                            await rt.ensure_ready()
+                            decide = getattr(rt.scheduler, step)
+                            await rt.send_all(decide(record, started_ns=started))
+                    finally:  # handled, dead-lettered or not: the replay's lockstep counts it
+                        rt.handled[name] = rt.handled.get(name, 0) + 1
 
         return agent
 

@@ -43,6 +43,7 @@ def register_pages(app: faust.App, rt: Runtime) -> None:
                 "sent": dict(rt.sent),
                 "job_events": rt.job_events,
                 "ticks": rt.ticks,
+                "handled": dict(rt.handled),
                 "clock_ms": rt.scheduler.clock.now(),
                 "final_decisions": len(rt.scheduler.final),
                 "stale_nodes": sorted(rt.fleet.stale),

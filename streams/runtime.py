@@ -63,6 +63,7 @@ class Runtime:
         self.sent: dict[str, int] = {}  # messages sent per topic (the replay's lockstep reads it)
         self.job_events = 0  # job events the lifecycle agent has finished handling
         self.ticks = 0  # timer ticks handled
+        self.handled: dict[str, int] = {}  # events handled per deciding agent (router, placer)
         self.holding_state = False  # the broker lost its log: never rebuild from it
         self.metrics = Metrics()
         self.dependencies: dict[str, dict[str, Any]] = {}  # name -> its last status

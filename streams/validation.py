@@ -180,7 +180,7 @@ def _job(record: Mapping[str, Any], rules: Rules) -> Problems:
     out = _ids(record, "job_id", "tenant") + _texts(record, "model_family", "job_type")
     out += _ids(record, "data_region", "reference_gpu_model", required=False)
     out += [p for p in job_problems(record) if not p.startswith("job_id")]
-    out += _count("gpu_count", record.get("gpu_count", 1), 1, MAX_GANG_GPUS)
+    out += _count("gpu_count", record.get("gpu_count", 1), 0, MAX_GANG_GPUS)  # 0: CPU-only
     for degree in ("data_parallel", "tensor_parallel", "pipeline_parallel"):
         out += _count(degree, record.get(degree, 1), 1, MAX_GANG_GPUS)
     out += _count("checkpoint_interval_s", record.get("checkpoint_interval_s", 0))
@@ -223,9 +223,10 @@ def _routed(record: Mapping[str, Any], rules: Rules) -> Problems:
 
 
 def _inventory(record: Mapping[str, Any], rules: Rules) -> Problems:
-    out = _ids(record, "node_id", "region", "gpu_model") + _regions(rules, record.get("region"))
-    out += _ids(record, "zone", "rack", "cloud", "interconnect", required=False)
     count = int(record.get("gpu_count", 0))
+    out = _ids(record, "node_id", "region") + _regions(rules, record.get("region"))
+    out += _ids(record, "gpu_model", required=count > 0)  # a CPU-only node names no model
+    out += _ids(record, "zone", "rack", "cloud", "interconnect", required=False)
     out += _count("gpu_count", count, 0, MAX_NODE_GPUS)
     for name in ("gpu_memory_mib", "cpu_milli", "memory_mib"):
         out += _count(name, record.get(name, 0))

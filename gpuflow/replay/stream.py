@@ -4,11 +4,13 @@ Virtual time advances in lockstep on the worker's event clock (`worker.clock = "
 time is the events' timestamps, and its timer runs only when asked): inventory first (one
 partition, so the worker learns the nodes in trace order, as the in-process engine does), then
 each event in order, and the replay waits until the worker has answered before the next:
-- a JobSubmitted is answered by the job's first decision;
+- a JobSubmitted, once the worker's /state/ counts it handled by the router (and the placer the
+  hops it sent on), by the decisions it sent meanwhile (its placement, a preemption it caused);
 - a JobEvent (FINISHED, MIGRATED, EVICTED ...) on its region's partition, once the worker's
   /state/ counts it handled, by the decisions it sent meanwhile (its `sent` counters per topic);
 - a timer tick is a POST /tick/ {"ts"}, answered with what the pass sent per topic.
-Decisions come back placements first, then migrations, each in partition order.
+Decisions come back placements first, then migrations, then preemptions, each in partition
+order; the twin carries them all out (a preemption evicts its victim, as in-process).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from infra.kafka import consumer, producer
 from infra.topics import (
     DECISIONS_MIGRATION,
     DECISIONS_PLACEMENT,
+    DECISIONS_PREEMPTION,
     JOBS_EVENTS,
+    JOBS_ROUTED,
     JOBS_SUBMITTED,
     NODE_INVENTORY,
     REPLAN_TICKS,
@@ -46,7 +50,8 @@ from scorer import default_catalog
 __all__ = ["StreamDecider"]
 
 ANSWER_TIMEOUT_S = 30.0
-DECISION_TOPICS = (DECISIONS_PLACEMENT, DECISIONS_MIGRATION)  # in the order answers are given
+# in the order answers are given: a preemption is carried out after the placements beside it
+DECISION_TOPICS = (DECISIONS_PLACEMENT, DECISIONS_MIGRATION, DECISIONS_PREEMPTION)
 
 
 def _write_table(trace: Trace, path: Path) -> str:
@@ -113,15 +118,17 @@ class StreamDecider:
             raise InfraError(f"replay worker did not learn the nodes:\n{self.worker.log_tail()}")
 
     def submit(self, record: Mapping[str, Any]) -> list[Decided]:
-        """Answered by the job's first decision (with every placement read before it)."""
+        """Answered once the router handled it (and the placer the hops it sent on) by every
+        decision sent meanwhile: its placement and what that caused (a preemption)."""
+        before = self._state()
         self._produce(JOBS_SUBMITTED, "JobSubmitted", record["job_id"], record, None)
         self.producer.flush(10)
-        job_id = record["job_id"]
-        self._read_until(
-            lambda: any(d["job_id"] == job_id for d in self.unread[DECISIONS_PLACEMENT])
-        )
-        placed, self.unread[DECISIONS_PLACEMENT] = self.unread[DECISIONS_PLACEMENT], []
-        return [Decided(DECISIONS_PLACEMENT, d) for d in placed]
+        what = f"submission of {record['job_id']}"
+        after = self._handled(before, "router", 1, what)
+        hops = _delta(before.get("sent", {}), after.get("sent", {}), (JOBS_ROUTED,))[JOBS_ROUTED]
+        if hops:
+            after = self._handled(before, "placer", hops, what)
+        return self._read_counts(_delta(before.get("sent", {}), after.get("sent", {})))
 
     def job_event(self, record: Mapping[str, Any]) -> list[Decided]:
         job_id, region = record["job_id"], record["region"]
@@ -140,15 +147,25 @@ class StreamDecider:
 
     def _answer(self, before: Mapping[str, Any], counter: str, n: int, what: str) -> list[Decided]:
         """Wait until the worker's `counter` moved by `n`, then read what it sent meanwhile."""
+        after = self._wait(lambda s: int(s.get(counter, 0)) - int(before.get(counter, 0)), n, what)
+        return self._read_counts(_delta(before.get("sent", {}), after.get("sent", {})))
+
+    def _handled(self, before: Mapping[str, Any], agent: str, n: int, what: str) -> dict[str, Any]:
+        """The worker's state once its `agent` handled `n` more events than in `before`."""
+        done = int((before.get("handled") or {}).get(agent, 0))
+        return self._wait(lambda s: int((s.get("handled") or {}).get(agent, 0)) - done, n, what)
+
+    def _wait(self, moved: Callable[[Mapping[str, Any]], int], n: int, what: str) -> dict[str, Any]:
         after: dict[str, Any] = {}
 
         def handled() -> bool:
+            after.clear()
             after.update(self._state())
-            return int(after.get(counter, 0)) >= int(before.get(counter, 0)) + n
+            return moved(after) >= n
 
         if not wait_until(handled, ANSWER_TIMEOUT_S, 0.02):
             raise InfraError(f"worker did not handle the {what}:\n{self.worker.log_tail()}")
-        return self._read_counts(_delta(before.get("sent", {}), after.get("sent", {})))
+        return after
 
     def close(self) -> None:
         self.http.close()
@@ -202,8 +219,10 @@ class StreamDecider:
                     self.unread[str(msg.topic())].append(self.codec.decode(msg.value())[1])
 
 
-def _delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
-    return {t: int(after.get(t, 0)) - int(before.get(t, 0)) for t in DECISION_TOPICS}
+def _delta(
+    before: Mapping[str, int], after: Mapping[str, int], topics: Sequence[str] = DECISION_TOPICS
+) -> dict[str, int]:
+    return {t: int(after.get(t, 0)) - int(before.get(t, 0)) for t in topics}
 
 
 def _write_catalog(trace: Trace, path: Path) -> str:

@@ -19,16 +19,12 @@ priority-1 jobs that preempt; `gavel`: a seeded gavel stream on 3 servers), unde
 the default 60, to keep the stream engine's lockstep replay short); the inputs are the same on
 both engines.
 
-The stream engine (real embedded broker and Faust worker on its event clock) reads back only
-the placement and migration topics (`gpuflow/replay/stream.py` DECISION_TOPICS), so its
-preemptions are never carried out on the twin; this test also reads the worker's
-`gpuflow.decisions.preemption` topic (all of it, when the replay closes the decider), so the
-stream engine's preemptions are compared too. Where the engines differ at the base commit, each
-is recorded as it decided, not as the other: on the stream engine a CPU-only job (`packing`) is
-REJECTED ("invalid job spec: gpu_count ... got 0") and a victim keeps running, so `packing-fgd`
-differs from in-process from the first CPU-only job on; `packing-gpuflow` runs in-process only
-(on the stream engine the worker places a preemptor on the GPUs of a victim the twin still
-runs: TwinError at the base commit). The other cases decide alike on both engines (asserted).
+Both engines decide alike on every case (asserted): the stream engine (real embedded broker
+and Faust worker on its event clock) carries out preemptions on the twin and places CPU-only
+jobs on GPU-less nodes as the in-process engine does. (At e81c6a4 it did neither: it read back
+only placements and migrations, and the worker's input check refused a CPU-only job and a
+GPU-less node; its lines were recorded again once fixed, equal to the in-process lines, which
+are still those recorded at e81c6a4.)
 
 Determinism: every case was replayed twice on each engine at the base commit with the same
 result; the stream engine is in lockstep on event time (each event answered before the next),
@@ -41,29 +37,22 @@ Record again (only when a decision change is intended, and say why in the commit
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import json
 import sys
-import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from agents.replay import Trace, load_trace
 from agents.replay.generate import gavel_cluster, gavel_jobs
 from agents.replay.packing import packing_cluster, packing_jobs
 from gpuflow.replay import replay_policy
 from gpuflow.replay.engine import BASE_MS
-from gpuflow.replay.stream import StreamDecider
-from infra.kafka import consumer
-from infra.topics import DECISIONS_PREEMPTION
 from scorer import GAVEL_CSV, load_gavel_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,20 +85,17 @@ class Case:
     trace: Callable[[], Trace]
     policy: str
     tick_s: float | None = None  # None: replay_policy's default (no timer without re-planning)
-    stream: bool = True  # also replayed on the stream engine
 
 
 CASES: dict[str, Case] = {
     "example-gpuflow": Case(example_trace, "gpuflow", tick_s=300.0),
     "example-first_fit": Case(example_trace, "first_fit"),
     "packing-fgd": Case(packing_trace, "fgd"),
-    "packing-gpuflow": Case(packing_trace, "gpuflow", tick_s=300.0, stream=False),
+    "packing-gpuflow": Case(packing_trace, "gpuflow", tick_s=300.0),
     "gavel-gpuflow": Case(gavel_trace, "gpuflow", tick_s=300.0),
     "gavel-fgd": Case(gavel_trace, "fgd"),
 }
-RUNS = [(name, "inprocess") for name in CASES] + [
-    (name, "stream") for name, case in CASES.items() if case.stream
-]
+RUNS = [(name, engine) for engine in ("inprocess", "stream") for name in CASES]
 
 
 # ---- canonical form --------------------------------------------------------------------------
@@ -175,56 +161,11 @@ def canonical(
 
 
 # ---- replay -----------------------------------------------------------------------------------
-@contextlib.contextmanager
-def stream_preemptions() -> Iterator[list[dict[str, Any]]]:
-    """Collect what the stream engine's worker sent on the preemption topic, which the stream
-    engine does not read: read from the broker when the replay closes its decider (broker and
-    worker still up), then closed as before. It observes only; nothing of the replay changes."""
-    seen: list[dict[str, Any]] = []
-    close = StreamDecider.close
-
-    def read_then_close(self: StreamDecider) -> None:
-        try:
-            seen.extend(_read_all(self, DECISIONS_PREEMPTION))
-        finally:
-            close(self)
-
-    StreamDecider.close = read_then_close  # type: ignore[method-assign]
-    try:
-        yield seen
-    finally:
-        StreamDecider.close = close  # type: ignore[method-assign]
-
-
-def _read_all(decider: StreamDecider, topic: str) -> list[dict[str, Any]]:
-    """Every record of `topic`, partition by partition, each read up to its high watermark."""
-    reader = consumer(decider.config.kafka, group_id=f"golden-{uuid.uuid4().hex[:8]}")
-    out: list[dict[str, Any]] = []
-    try:
-        for p in range(decider.partitions):
-            low, high = reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
-            got, deadline = 0, time.monotonic() + READ_TIMEOUT_S
-            while got < high - low:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"{topic}[{p}]: read {got} of {high - low} records")
-                for msg in reader.consume(100, timeout=0.5):
-                    if not msg.error():
-                        out.append(decider.codec.decode(msg.value())[1])
-                        got += 1
-    finally:
-        reader.close()
-    return out
-
-
 def replay(name: str, engine: str) -> list[str]:
     case = CASES[name]
     trace = case.trace()
-    with contextlib.ExitStack() as stack:
-        seen = stack.enter_context(stream_preemptions()) if engine == "stream" else None
-        result = replay_policy(trace, case.policy, engine=engine, tick_s=case.tick_s)
-    preemptions = result.preemptions if seen is None else seen
-    return canonical(result.decisions, result.migrations, preemptions)
+    result = replay_policy(trace, case.policy, engine=engine, tick_s=case.tick_s)
+    return canonical(result.decisions, result.migrations, result.preemptions)
 
 
 # ---- golden data ------------------------------------------------------------------------------
@@ -268,7 +209,7 @@ def test_inprocess_engine_decides_as_recorded(name: str) -> None:
 
 @pytest.mark.integration
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c.stream])
+@pytest.mark.parametrize("name", list(CASES))
 def test_stream_engine_decides_as_recorded(name: str) -> None:
     _check(name, "stream")
 
@@ -281,8 +222,7 @@ def test_the_cases_exercise_queueing_preemption_and_migration() -> None:
         mine = [r for k, v in rows.items() if k.endswith(f"/{engine}") for r in v]
         kinds = {r["kind"] for r in mine} | {r.get("outcome") for r in mine}
         assert {"place", "migrate", "preempt", "PLACED", "QUEUED"} <= kinds, engine
-    # without preemptions or CPU-only jobs the two engines agree (tests/gpuflow/test_replay_stream)
-    for name in ("example-gpuflow", "example-first_fit", "gavel-gpuflow", "gavel-fgd"):
+    for name in CASES:  # two engines, one answer
         assert rows[f"{name}/stream"] == rows[f"{name}/inprocess"], name
 
 

@@ -40,3 +40,25 @@ def telemetry(**gpu: Any) -> dict[str, Any]:
 )
 def test_each_bad_gpu_value_is_named(gpu: dict[str, Any], expected: list[str]) -> None:
     assert problems("NodeTelemetry", telemetry(**gpu)) == expected
+
+
+def _inventory(**fields: Any) -> dict[str, Any]:
+    return {"event_id": "e1", "ts": 0, "node_id": "n1", "region": "eu", "gpu_model": "H100",
+            "gpu_count": 8, "gpu_memory_mib": 81920, **fields}  # fmt: skip
+
+
+def test_a_gpu_less_node_names_no_model_and_a_gpu_node_must() -> None:
+    assert problems("NodeInventory", _inventory(gpu_model="", gpu_count=0, gpu_memory_mib=0)) == []
+    assert any(
+        p.startswith("gpu_model") for p in problems("NodeInventory", _inventory(gpu_model=""))
+    )
+
+
+def _job(**fields: Any) -> dict[str, Any]:
+    return {"event_id": "e1", "ts": 0, "job_id": "j1", "tenant": "t", "gpu_count": 1, **fields}
+
+
+def test_a_cpu_only_job_passes_the_input_check_with_its_cpu_and_memory() -> None:
+    assert problems("JobSubmitted", _job(gpu_count=0, cpu_milli=4000)) == []
+    assert any(p.startswith("gpu_count") for p in problems("JobSubmitted", _job(gpu_count=0)))
+    assert any(p.startswith("gpu_count") for p in problems("JobSubmitted", _job(gpu_count=-1)))
