@@ -306,6 +306,8 @@ class SlurmConfig:
     start_timeout_s: float = 30.0  # pending longer: cancelled, FAILED cause REFUSED
     grace_s: float = 30.0  # checkpoint grace when neither the job nor the decision sets one
     output_dir: str = ""  # the jobs' --output/--error ("": DATA_DIR/slurm/out)
+    # GPUFLOW_CHECKPOINT_DIR = this/JOB, on a filesystem every node mounts ("": beside output_dir)
+    checkpoint_dir: str = ""
     uid: str = ""  # sbatch --uid (the bridge then runs as root or a Slurm operator)
     account: str = ""  # sbatch --account
     qos: str = ""  # sbatch --qos

@@ -9,6 +9,11 @@ places a job again, Slurm must not), tagged `gpuflow:JOB:EPOCH` (name) and
 (`exec`; on several nodes `exec srun` runs it once per node and passes signals on); a job
 without a command sleeps its expected duration (`slurm.placeholder_s` when unknown) and ends
 at once on its checkpoint signal.
+
+The checkpoint contract is the node executor's (docs/jobs.md): GPUFLOW_JOB_ID, GPUFLOW_EPOCH,
+GPUFLOW_CHECKPOINT_DIR (`slurm.checkpoint_dir`/JOB, made by the script, kept across epochs),
+GPUFLOW_RESUME=1 when that directory holds anything when the job starts, and (set by the
+bridge) GPUFLOW_PROGRESS_FILE. The job's own `env` cannot override them.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from infra.config_sections import SlurmConfig
 
@@ -113,8 +119,16 @@ def build_request(
     ):
         if value:
             opts.append(f"{flag}={value}")
-    return SbatchRequest(
-        tuple(opts), _script(decision, spec, len(nodes), sig, settings), stdout, stderr
+    ckpt = checkpoint_root(settings, out_dir) / quote(job_id, safe="")
+    script = _script(decision, spec, len(nodes), sig, settings, ckpt)
+    return SbatchRequest(tuple(opts), script, stdout, stderr)
+
+
+def checkpoint_root(settings: SlurmConfig, out_dir: Path) -> Path:
+    """Where the jobs' checkpoint directories are: `slurm.checkpoint_dir`, else beside the
+    output directory (both must be on a filesystem every node of the cluster mounts)."""
+    return (
+        Path(settings.checkpoint_dir) if settings.checkpoint_dir else out_dir.parent / "checkpoints"
     )
 
 
@@ -124,19 +138,27 @@ def _script(
     n_nodes: int,
     sig: str,
     settings: SlurmConfig,
+    checkpoint_dir: Path,
 ) -> str:
     job_id, epoch = str(decision["job_id"]), int(decision.get("epoch") or 0)
-    env = {
+    env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+    env |= {  # last: a job's env cannot move its checkpoints or say it is another epoch
         "GPUFLOW_JOB_ID": job_id,
         "GPUFLOW_EPOCH": str(epoch),
         "GPUFLOW_SLURM": "1",
-        **{str(k): str(v) for k, v in (spec.get("env") or {}).items()},
+        "GPUFLOW_CHECKPOINT_DIR": str(checkpoint_dir),
     }
+    env.pop("GPUFLOW_RESUME", None)
     lines = [
         "#!/bin/bash",
         'export PATH="${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"',
     ]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k.isidentifier()]
+    lines += [
+        "unset GPUFLOW_RESUME",
+        'mkdir -p -- "$GPUFLOW_CHECKPOINT_DIR" || exit 126',
+        'if [ -n "$(ls -A -- "$GPUFLOW_CHECKPOINT_DIR")" ]; then export GPUFLOW_RESUME=1; fi',
+    ]
     workdir = str(spec.get("workdir") or "")
     if workdir:
         lines.append(f"cd -- {shlex.quote(workdir)} || exit 126")

@@ -3,6 +3,9 @@ count as taken by jobs gpuflow did not place, Slurm states as JobEvents, log chu
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,6 +108,31 @@ def test_sbatch_request(tmp_path: Path) -> None:
     assert "--gres=gpu:2" in one.options and "sleep 9.000 &" in one.script
     assert not any(o.startswith("--time") for o in one.options)
     assert parse_tag(tag("a:b", 3)) == ("a:b", 3) and parse_tag("wrap") is None
+
+
+def test_the_script_keeps_the_checkpoint_contract(tmp_path: Path) -> None:
+    """The batch script, run by bash as slurmd would: the checkpoint directory is made and kept
+    per job, GPUFLOW_RESUME appears once it holds a checkpoint, and the job's env cannot move it."""
+    settings = load_config(env={}, slurm={"checkpoint_dir": str(tmp_path / "ckpt")}).slurm
+    names = "'GPUFLOW_CHECKPOINT_DIR', 'GPUFLOW_EPOCH', 'GPUFLOW_RESUME'"
+    show = f"import os; print([os.environ.get(k) for k in ({names})])"
+    spec = {
+        "command": [sys.executable, "-c", show],
+        "env": {"GPUFLOW_CHECKPOINT_DIR": "/elsewhere"},
+    }
+
+    def run(epoch: int) -> str:
+        decision = {"job_id": "a/b", "epoch": epoch}
+        req = build_request(decision, spec, ["n1"], [1], "", settings, tmp_path / "out", "r")
+        env = {"PATH": os.environ["PATH"], "GPUFLOW_RESUME": "1"}  # a stale one is dropped
+        done = subprocess.run(["bash", "-c", req.script], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    ckpt = tmp_path / "ckpt" / "a%2Fb"
+    assert run(0) == str([str(ckpt), "0", None]) and ckpt.is_dir()
+    (ckpt / "step-100.pt").write_text("saved")
+    assert run(1) == str([str(ckpt), "1", "1"])
 
 
 def test_foreign_gpus_avoid_gpuflows_own() -> None:
