@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from forecast.base import FitContext, Forecast, interval_offsets
+from forecast.base import FitContext, Forecast, interval_offsets, offset_forecast
 from forecast.errors import ModelUnavailableError, SeriesTooShortError
 from forecast.series import Series
 
@@ -73,10 +73,9 @@ class _Fitted:
         m = self.seasons.size
         if m:
             point = point + self.seasons[np.arange(steps) % m]
-        lo, hi = _extend(self.lo, steps), _extend(self.hi, steps)
         origin = self.start_s + self.seen * self.step_s
-        return Forecast(
-            self.model, origin, self.step_s, point, point + lo, point + hi, self.level_pct
+        return offset_forecast(
+            self.model, origin, self.step_s, point, self.lo, self.hi, self.level_pct
         )
 
 
@@ -190,9 +189,3 @@ def _in_sample_errors(
             pred = pred + season_path[tt + 1 + (k - 1) % m]
         errors[tt, k - 1] = y[tt + k] - pred
     return errors
-
-
-def _extend(offsets: np.ndarray, steps: int) -> np.ndarray:
-    if len(offsets) >= steps:
-        return offsets[:steps]
-    return np.concatenate([offsets, np.full(steps - len(offsets), offsets[-1])])

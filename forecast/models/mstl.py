@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from forecast.base import FitContext, Forecast, interval_offsets
+from forecast.base import FitContext, Forecast, interval_offsets, offset_forecast
 from forecast.errors import ModelUnavailableError, SeriesTooShortError
-from forecast.models.holt_winters import _damped_sums, _extend
+from forecast.models.holt_winters import _damped_sums
 from forecast.series import Series
 
 __all__ = ["NAME", "Mstl"]
@@ -64,10 +64,9 @@ class _Fitted:
     def forecast(self, steps: int) -> Forecast:
         point = self.level + _damped_sums(self.phi, steps) * self.trend
         point = point + self.seasonal(self.seen + np.arange(steps))
-        lo, hi = _extend(self.lo, steps), _extend(self.hi, steps)
         origin = self.start_s + self.seen * self.step_s
-        return Forecast(
-            self.model, origin, self.step_s, point, point + lo, point + hi, self.level_pct
+        return offset_forecast(
+            self.model, origin, self.step_s, point, self.lo, self.hi, self.level_pct
         )
 
 
