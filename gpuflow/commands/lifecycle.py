@@ -20,12 +20,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuflow.commands.common import fail, running_config, worker_url
+from gpuflow.commands.common import fail, running_config, tenant_signer, worker_url
 from gpuflow.commands.sql import run_query
 from infra.config import Config
-from infra.errors import ConfigError
 from infra.kafka import producer
-from infra.signing import signer
 from infra.store import StoreError
 from infra.store.queries import JOB_EPOCHS
 from infra.topics import JOBS_CANCEL
@@ -99,10 +97,7 @@ def _request(config: Config, job_id: str, reason: str) -> dict[str, Any]:
         "tenant": config.auth.tenant or "default", "reason": reason,
         "requested_by": getpass.getuser(), "key_id": "", "signature": "",
     }  # fmt: skip
-    try:
-        key = signer(config.auth)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    key = tenant_signer(config)
     if key is None:
         return record
     return key.sign(record, schema=default_schemas().get("CancelRequest"))
