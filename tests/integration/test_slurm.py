@@ -62,7 +62,15 @@ def test_inventory_gang_and_plain_sbatch(config: Config, tmp_path: Path) -> None
             assert r["memory_mib"] == int(n["RealMemory"])
         # a plain sbatch job holds 6 GPUs of a1 for a while
         plain = subprocess.run(
-            ["sbatch", "--parsable", "--nodelist=a1", "--gres=gpu:h100:6", "--wrap", "sleep 60"],
+            [
+                "sbatch",
+                "--parsable",
+                "--nodelist=a1",
+                "--gres=gpu:h100:6",
+                f"--output={tmp_path / 'plain.out'}",  # not slurm-N.out in the repository
+                "--wrap",
+                "sleep 60",
+            ],
             env=sl.env,
             capture_output=True,
             text=True,
