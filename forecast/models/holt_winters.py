@@ -30,7 +30,7 @@ from forecast.base import FitContext, Forecast, interval_offsets, offset_forecas
 from forecast.errors import ModelUnavailableError, SeriesTooShortError
 from forecast.series import Series
 
-__all__ = ["NAME", "HoltWinters"]
+__all__ = ["NAME", "HoltWinters", "damped_sums"]
 
 NAME = "holt_winters"
 
@@ -69,7 +69,7 @@ class _Fitted:
         self.seen += len(values)
 
     def forecast(self, steps: int) -> Forecast:
-        point = self.level + _damped_sums(self.phi, steps) * self.trend
+        point = self.level + damped_sums(self.phi, steps) * self.trend
         m = self.seasons.size
         if m:
             point = point + self.seasons[np.arange(steps) % m]
@@ -161,7 +161,7 @@ def _statsmodels() -> Any:
     return ExponentialSmoothing
 
 
-def _damped_sums(phi: float, steps: int) -> np.ndarray:
+def damped_sums(phi: float, steps: int) -> np.ndarray:
     """phi + phi^2 + ... + phi^k for k = 1..steps."""
     return np.cumsum(phi ** np.arange(1, steps + 1))
 
@@ -179,7 +179,7 @@ def _in_sample_errors(
     n = len(y)
     start = min(2 * max(m, 1), n - 1)
     errors = np.full((n, steps), np.nan)
-    sums = _damped_sums(phi, steps)
+    sums = damped_sums(phi, steps)
     t = np.arange(start, n)
     for k in range(1, steps + 1):
         ok = t + k < n
