@@ -14,11 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from bench import compare as compare_mod
-from bench import table
 from bench._common import load_average
-from bench.registry import BENCHES, Bench, select
-from bench.runner import BenchFailed, command_line, moved_lines, run_bench, shown, value
+from bench._tools import compare as compare_mod
+from bench._tools import table
+from bench._tools.registry import BENCHES, Bench, select
+from bench._tools.runner import BenchFailed, command_line, moved_lines, run_bench, shown, value
 
 
 def _list() -> int:

@@ -22,6 +22,7 @@ __all__ = [
     "Forecast",
     "Forecaster",
     "interval_offsets",
+    "offset_forecast",
 ]
 
 _MIN_ERRORS = 8  # fewer errors than this at a step: borrow the nearest step's spread
@@ -119,3 +120,25 @@ def interval_offsets(errors: np.ndarray, level: float) -> tuple[np.ndarray, np.n
         return np.zeros(steps), np.zeros(steps)
     nearest = known[np.abs(np.arange(steps)[:, None] - known[None, :]).argmin(axis=1)]
     return lo[nearest], hi[nearest]
+
+
+def offset_forecast(
+    model: str,
+    origin_s: int,
+    step_s: int,
+    point: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    level: float,
+) -> Forecast:
+    """`point` within the fit's interval offsets (`interval_offsets`), one pair per step; past
+    the steps they were fitted for, the last step's offsets hold."""
+    steps = len(point)
+    lo, hi = _hold_last(lo, steps), _hold_last(hi, steps)
+    return Forecast(model, origin_s, step_s, point, point + lo, point + hi, level)
+
+
+def _hold_last(offsets: np.ndarray, steps: int) -> np.ndarray:
+    if len(offsets) >= steps:
+        return offsets[:steps]
+    return np.concatenate([offsets, np.full(steps - len(offsets), offsets[-1])])

@@ -9,17 +9,8 @@ from agents.replay.adapters import load_gavel_trace, load_philly_trace
 from agents.replay.errors import TraceError, TwinError
 from agents.replay.generate import gavel_cluster, gavel_jobs, write_jobs, write_nodes
 from agents.replay.runs import JobRun, Slice, slices_from
-from agents.replay.trace import (
-    Trace,
-    TraceJob,
-    TraceNode,
-    job_record,
-    load_jobs,
-    load_nodes,
-    load_throughputs,
-    load_trace,
-    node_record,
-)
+from agents.replay.trace import Trace, TraceJob, TraceNode, job_record, node_record
+from agents.replay.trace_reader import load_jobs, load_nodes, load_throughputs, load_trace
 from agents.replay.twin import Twin, TwinConfig
 
 __all__ = [

@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.replay.csvio import Row, positive, to_float, to_int, to_list
-from agents.replay.trace import ModelResolver, TraceJob, TraceNode, gpu_milli_of, passthrough
+from agents.replay.trace import TraceJob, TraceNode
+from agents.replay.trace_fields import ModelResolver, gpu_milli_of, passthrough
 
 __all__ = ["JOB_COLUMNS", "NODE_COLUMNS", "is_node_list", "is_pod_list", "job", "node"]
 

@@ -20,24 +20,43 @@ from scorer.services import (
     seasonal_forecast,
 )
 
-__all__ = ["SCALERS", "GpuflowScaler", "ReactiveScaler", "Scaler", "StaticPeakScaler"]
+__all__ = [
+    "SCALERS",
+    "GpuflowScaler",
+    "ReactiveScaler",
+    "Scaler",
+    "ScalingMinute",
+    "StaticPeakScaler",
+]
 
 HORIZON_MIN = 15
 
 
+@dataclass(frozen=True, eq=False)
+class ScalingMinute:
+    """What a scaler sees when it sizes a service: its pool, the minute, the rates before it."""
+
+    spec: ServiceSpec
+    pool: NDArray[np.float64]
+    minute: int
+    history: NDArray[np.float64]  # requests/s of each minute before `minute`
+
+    @property
+    def last_rps(self) -> float:
+        return float(self.history[-1]) if len(self.history) else 0.0
+
+    @property
+    def previous_rps(self) -> float | None:
+        return float(self.history[-2]) if len(self.history) > 1 else None
+
+
 class Scaler(Protocol):
-    """Replicas a service should have at `minute`, from the rates of the minutes before it."""
+    """Replicas a service should have at `now.minute`, from the rates of the minutes before it."""
 
     name: str
     keeps_warm: bool
 
-    def target(
-        self,
-        spec: ServiceSpec,
-        pool: NDArray[np.float64],
-        minute: int,
-        history: NDArray[np.float64],
-    ) -> tuple[int, str]: ...
+    def target(self, now: ScalingMinute) -> tuple[int, str]: ...
 
 
 @dataclass
@@ -47,19 +66,12 @@ class GpuflowScaler:
     horizon_min: int = HORIZON_MIN
     _states: dict[str, ScaleState] = field(default_factory=dict)
 
-    def target(
-        self,
-        spec: ServiceSpec,
-        pool: NDArray[np.float64],
-        minute: int,
-        history: NDArray[np.float64],
-    ) -> tuple[int, str]:
-        observed = float(history[-1]) if len(history) else 0.0
-        previous = float(history[-2]) if len(history) > 1 else None
+    def target(self, now: ScalingMinute) -> tuple[int, str]:
+        spec, history = now.spec, now.history
         ahead = list(seasonal_forecast(history, self.horizon_min)) if len(history) else [0.0]
         state = self._states.get(spec.name, ScaleState(spec.min_replicas))
         decision, self._states[spec.name] = decide(
-            spec, pool, state, observed, ahead, minute * 60.0, previous
+            spec, now.pool, state, now.last_rps, ahead, now.minute * 60.0, now.previous_rps
         )
         return decision.target, decision.reason
 
@@ -72,15 +84,9 @@ class StaticPeakScaler:
     name: str = "static-peak"
     keeps_warm: bool = False
 
-    def target(
-        self,
-        spec: ServiceSpec,
-        pool: NDArray[np.float64],
-        minute: int,
-        history: NDArray[np.float64],
-    ) -> tuple[int, str]:
-        peak = self.peak_rps[spec.name]
-        return replicas_for(peak, pool, spec), f"static for peak {peak:.1f} rps"
+    def target(self, now: ScalingMinute) -> tuple[int, str]:
+        peak = self.peak_rps[now.spec.name]
+        return replicas_for(peak, now.pool, now.spec), f"static for peak {peak:.1f} rps"
 
 
 @dataclass
@@ -92,16 +98,10 @@ class ReactiveScaler:
     name: str = "reactive-hpa"
     keeps_warm: bool = False
 
-    def target(
-        self,
-        spec: ServiceSpec,
-        pool: NDArray[np.float64],
-        minute: int,
-        history: NDArray[np.float64],
-    ) -> tuple[int, str]:
-        window = float(history[-1]) if len(history) else 0.0
-        top = self.replica_max_rps[spec.name]
-        want = hpa_desired(spec, window, top, self.target_utilisation)
+    def target(self, now: ScalingMinute) -> tuple[int, str]:
+        window = now.last_rps
+        top = self.replica_max_rps[now.spec.name]
+        want = hpa_desired(now.spec, window, top, self.target_utilisation)
         return want, f"window {window:.1f} rps at {self.target_utilisation:.0%} of {top:.1f}"
 
 

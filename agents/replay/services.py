@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agents.replay.service_fleet import FleetZone, ServiceFleet, training_demand
-from agents.replay.service_scalers import Scaler
+from agents.replay.service_scalers import Scaler, ScalingMinute
 from scorer.services import (
     ServiceSpec,
     Tier,
@@ -158,7 +158,7 @@ def _refill(run: _Run, fleet: ServiceFleet, minute: int) -> None:
 def _step(
     run: _Run, fleet: ServiceFleet, scaler: Scaler, rates: NDArray[np.float64], t: int
 ) -> None:
-    target, _ = scaler.target(run.spec, run.pool, t, rates[:t])
+    target, _ = scaler.target(ScalingMinute(run.spec, run.pool, t, rates[:t]))
     active = sum(not r.warm for r in run.replicas)
     degraded = False
     if target > active:

@@ -22,7 +22,7 @@ from agents.slurm.dispatch import TAG, build_request, parse_tag, signal_name
 from agents.slurm.errors import SlurmCommandError
 from agents.slurm.inventory import GpuModels, NodeReports, foreign_gpus
 from agents.slurm.kafka_io import BridgeIO
-from agents.slurm.logs import LogShipper, tail
+from agents.slurm.logs import RunLogs, tail
 from agents.slurm.runs import ENDED_STATES, HOPELESS, Run, RunBook, end_event
 from infra.config import Config
 from infra.topics import NODE_INVENTORY, NODE_TELEMETRY
@@ -47,7 +47,7 @@ class SlurmBridge:
         self.comment = f"{TAG}{region}"
         self.nodes: dict[str, SlurmNode] = {}
         self.jobs: dict[int, SlurmJob] = {}
-        self._shippers: dict[tuple[str, str], LogShipper] = {}
+        self.logs = RunLogs(self.s.log_max_bytes)
         self.reports = NodeReports(region, self.s, self.models)
         self.io: BridgeIO | None = None
         self.submitted = 0  # sbatch calls made by this process
@@ -344,30 +344,10 @@ class SlurmBridge:
 
     def _ship(self, run: Run, *, final: bool) -> None:
         assert self.io is not None
-        node = run.nodes[0] if run.nodes else ""
-        for stream, path in (("STDOUT", run.stdout), ("STDERR", run.stderr)):
-            if not path or (stream == "STDERR" and path == run.stdout):
-                continue
-            key = (run.key, stream)
-            shipper = self._shippers.get(key)
-            if shipper is None:
-                shipper = LogShipper(
-                    path,
-                    stream,
-                    run.job_id,
-                    run.epoch,
-                    node,
-                    self.s.log_max_bytes,
-                    **run.logs.get(stream, {}),
-                )
-                self._shippers[key] = shipper
-            records = shipper.poll(final=final)
-            if records:
-                self.io.logs(records)
-                run.logs[stream] = shipper.state()
-                self.book.dirty = True
-            if final:
-                self._shippers.pop(key, None)
+        records = self.logs.poll(run, final=final)
+        if records:
+            self.io.logs(records)
+            self.book.dirty = True
 
     def _emit(self, run: Run, kind: str, **extra: Any) -> None:
         assert self.io is not None

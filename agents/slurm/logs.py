@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LogShipper", "tail"]
+from agents.slurm.runs import Run
+
+__all__ = ["LogShipper", "RunLogs", "tail"]
 
 CHUNK = 64 * 1024
 
@@ -96,3 +98,40 @@ class LogShipper:
             "skipped": self.skipped,
             "last": last,
         }
+
+
+class RunLogs:
+    """The shippers of every live run's streams, resumed from where its book entry got to."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit  # bytes an epoch, a stream
+        self._shippers: dict[tuple[str, str], LogShipper] = {}
+
+    def poll(self, run: Run, *, final: bool) -> list[dict[str, Any]]:
+        """JobLog records of the run's stdout, then stderr, since the last poll; `run.logs`
+        keeps each stream's position. `final`: the run ended; its shippers are let go."""
+        node = run.nodes[0] if run.nodes else ""
+        out: list[dict[str, Any]] = []
+        for stream, path in (("STDOUT", run.stdout), ("STDERR", run.stderr)):
+            if not path or (stream == "STDERR" and path == run.stdout):
+                continue
+            key = (run.key, stream)
+            shipper = self._shippers.get(key)
+            if shipper is None:
+                shipper = LogShipper(
+                    path,
+                    stream,
+                    run.job_id,
+                    run.epoch,
+                    node,
+                    self.limit,
+                    **run.logs.get(stream, {}),
+                )
+                self._shippers[key] = shipper
+            records = shipper.poll(final=final)
+            if records:
+                out.extend(records)
+                run.logs[stream] = shipper.state()
+            if final:
+                self._shippers.pop(key, None)
+        return out

@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from forecast.base import FitContext, Forecast, interval_offsets
+from forecast.base import FitContext, Forecast, interval_offsets, offset_forecast
 from forecast.errors import ModelUnavailableError, SeriesTooShortError
 from forecast.series import Series
 
-__all__ = ["NAME", "HoltWinters"]
+__all__ = ["NAME", "HoltWinters", "damped_sums"]
 
 NAME = "holt_winters"
 
@@ -69,14 +69,13 @@ class _Fitted:
         self.seen += len(values)
 
     def forecast(self, steps: int) -> Forecast:
-        point = self.level + _damped_sums(self.phi, steps) * self.trend
+        point = self.level + damped_sums(self.phi, steps) * self.trend
         m = self.seasons.size
         if m:
             point = point + self.seasons[np.arange(steps) % m]
-        lo, hi = _extend(self.lo, steps), _extend(self.hi, steps)
         origin = self.start_s + self.seen * self.step_s
-        return Forecast(
-            self.model, origin, self.step_s, point, point + lo, point + hi, self.level_pct
+        return offset_forecast(
+            self.model, origin, self.step_s, point, self.lo, self.hi, self.level_pct
         )
 
 
@@ -162,7 +161,7 @@ def _statsmodels() -> Any:
     return ExponentialSmoothing
 
 
-def _damped_sums(phi: float, steps: int) -> np.ndarray:
+def damped_sums(phi: float, steps: int) -> np.ndarray:
     """phi + phi^2 + ... + phi^k for k = 1..steps."""
     return np.cumsum(phi ** np.arange(1, steps + 1))
 
@@ -180,7 +179,7 @@ def _in_sample_errors(
     n = len(y)
     start = min(2 * max(m, 1), n - 1)
     errors = np.full((n, steps), np.nan)
-    sums = _damped_sums(phi, steps)
+    sums = damped_sums(phi, steps)
     t = np.arange(start, n)
     for k in range(1, steps + 1):
         ok = t + k < n
@@ -190,9 +189,3 @@ def _in_sample_errors(
             pred = pred + season_path[tt + 1 + (k - 1) % m]
         errors[tt, k - 1] = y[tt + k] - pred
     return errors
-
-
-def _extend(offsets: np.ndarray, steps: int) -> np.ndarray:
-    if len(offsets) >= steps:
-        return offsets[:steps]
-    return np.concatenate([offsets, np.full(steps - len(offsets), offsets[-1])])

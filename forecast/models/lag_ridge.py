@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from forecast import features
-from forecast.base import FitContext, Forecast, interval_offsets
+from forecast.base import FitContext, Forecast, interval_offsets, offset_forecast
 from forecast.errors import SeriesTooShortError
 from forecast.series import Series
 
@@ -81,10 +81,9 @@ class _Fitted:
             point = np.concatenate(
                 [point, point[k - self.season + np.arange(steps - k) % self.season]]
             )
-        lo, hi = _extend(self.lo, steps), _extend(self.hi, steps)
         origin = self.start_s + n * self.step_s
-        return Forecast(
-            self.model, origin, self.step_s, point, point + lo, point + hi, self.level_pct
+        return offset_forecast(
+            self.model, origin, self.step_s, point, self.lo, self.hi, self.level_pct
         )
 
 
@@ -142,9 +141,3 @@ def _ridge(x: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
     penalty = lam * np.eye(x.shape[1])
     penalty[0, 0] = 0.0
     return np.linalg.solve(x.T @ x + penalty, x.T @ y)
-
-
-def _extend(offsets: np.ndarray, steps: int) -> np.ndarray:
-    if len(offsets) >= steps:
-        return offsets[:steps]
-    return np.concatenate([offsets, np.full(steps - len(offsets), offsets[-1])])

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from forecast.base import FitContext, Forecast, interval_offsets
+from forecast.base import FitContext, Forecast, interval_offsets, offset_forecast
 from forecast.errors import ModelUnavailableError, SeriesTooShortError
-from forecast.models.holt_winters import _damped_sums, _extend
+from forecast.models.holt_winters import damped_sums
 from forecast.series import Series
 
 __all__ = ["NAME", "Mstl"]
@@ -62,12 +62,11 @@ class _Fitted:
         self.seen += len(values)
 
     def forecast(self, steps: int) -> Forecast:
-        point = self.level + _damped_sums(self.phi, steps) * self.trend
+        point = self.level + damped_sums(self.phi, steps) * self.trend
         point = point + self.seasonal(self.seen + np.arange(steps))
-        lo, hi = _extend(self.lo, steps), _extend(self.hi, steps)
         origin = self.start_s + self.seen * self.step_s
-        return Forecast(
-            self.model, origin, self.step_s, point, point + lo, point + hi, self.level_pct
+        return offset_forecast(
+            self.model, origin, self.step_s, point, self.lo, self.hi, self.level_pct
         )
 
 
@@ -145,7 +144,7 @@ def _errors(
     """
     n = len(y)
     errors = np.full((n, steps), np.nan)
-    sums = _damped_sums(phi, steps)
+    sums = damped_sums(phi, steps)
     back = [p * (int(np.ceil(steps / p)) + (i == 0)) for i, p in enumerate(periods)]
     t = np.arange(max(back, default=1), n)
     for k in range(1, steps + 1):

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from forecast.base import FitContext, Forecast, interval_offsets
+from forecast.base import FitContext, Forecast, interval_offsets, offset_forecast
 from forecast.errors import SeriesTooShortError
 from forecast.series import Series
 
@@ -47,15 +47,8 @@ class _Fitted:
     def forecast(self, steps: int) -> Forecast:
         last = np.asarray(self.values[-self.season :])  # every step copies from these
         point = last[self.season + np.arange(steps) - _lags(steps, self.season)]
-        lo, hi = _extend(self.lo, steps), _extend(self.hi, steps)
         origin = self.start_s + self.seen * self.step_s
-        return Forecast(self.model, origin, self.step_s, point, point + lo, point + hi, self.level)
-
-
-def _extend(offsets: np.ndarray, steps: int) -> np.ndarray:
-    if len(offsets) >= steps:
-        return offsets[:steps]
-    return np.concatenate([offsets, np.full(steps - len(offsets), offsets[-1])])
+        return offset_forecast(self.model, origin, self.step_s, point, self.lo, self.hi, self.level)
 
 
 class SeasonalNaive:

@@ -10,8 +10,16 @@ import typer
 
 from infra.config import Config, load_config
 from infra.errors import ConfigError
+from infra.signing import Signer, signer
 
-__all__ = ["STACK_FILE", "fail", "running_config", "worker_url", "write_stack_file"]
+__all__ = [
+    "STACK_FILE",
+    "fail",
+    "running_config",
+    "tenant_signer",
+    "worker_url",
+    "write_stack_file",
+]
 
 STACK_FILE = "stack.json"
 
@@ -20,6 +28,14 @@ def fail(message: str) -> typer.Exit:
     """Print one line to stderr and give the exit to raise."""
     typer.echo(f"gpuflow: {message}", err=True)
     return typer.Exit(2)
+
+
+def tenant_signer(config: Config) -> Signer | None:
+    """The configured tenant key (`[auth]`, GPUFLOW_AUTH_*), None without one; a bad one fails."""
+    try:
+        return signer(config.auth)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
 
 
 def write_stack_file(config: Config) -> Path:

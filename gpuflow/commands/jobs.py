@@ -12,14 +12,12 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaException, TopicP
 from rich.console import Console
 from rich.table import Table
 
-from gpuflow.commands.common import fail, running_config, worker_url
+from gpuflow.commands.common import fail, running_config, tenant_signer, worker_url
 from gpuflow.dryrun import PlanError, plan_lines, request_plan
 from gpuflow.render import LINES, decision_line
 from infra.config import Config
-from infra.errors import ConfigError
 from infra.jobspec import JobSpecError, job_record, load_job_file
 from infra.kafka import consumer, producer, topic_offsets
-from infra.signing import signer
 from infra.topics import DECISIONS_PLACEMENT, JOBS_SUBMITTED, TOPICS
 from schemas import DecodeError, make_codec
 
@@ -184,10 +182,7 @@ def submit(
 
 def _signed(config: Config, record: dict[str, Any]) -> dict[str, Any]:
     """The record signed with the configured tenant key (`[auth]`, GPUFLOW_AUTH_*), if any."""
-    try:
-        key = signer(config.auth)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    key = tenant_signer(config)
     if key is None:
         return record
     claimed = record.get("tenant")

@@ -20,13 +20,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuflow.commands.common import fail, running_config, worker_url
+from gpuflow.commands.common import fail, running_config, tenant_signer, worker_url
 from gpuflow.commands.sql import run_query
 from infra.config import Config
-from infra.errors import ConfigError
 from infra.kafka import producer
-from infra.signing import signer
-from infra.store import QueryResult, StoreError
+from infra.store import StoreError
 from infra.store.queries import JOB_EPOCHS
 from infra.topics import JOBS_CANCEL
 from schemas import make_codec
@@ -99,10 +97,7 @@ def _request(config: Config, job_id: str, reason: str) -> dict[str, Any]:
         "tenant": config.auth.tenant or "default", "reason": reason,
         "requested_by": getpass.getuser(), "key_id": "", "signature": "",
     }  # fmt: skip
-    try:
-        key = signer(config.auth)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    key = tenant_signer(config)
     if key is None:
         return record
     return key.sign(record, schema=default_schemas().get("CancelRequest"))
@@ -162,7 +157,7 @@ def status(
     base = _base(config, url)
     now = _job(base, job_id)
     try:
-        res = _history(config, base, job_id)
+        res = run_query(config, JOB_EPOCHS, {"job": job_id}, base=base)
     except StoreError as exc:
         raise fail(f"history: {exc}") from None
     epochs = [dict(zip(res.columns, row, strict=True)) for row in res.rows]
@@ -184,22 +179,6 @@ def status(
     hours = sum(float(e["gpu_hours"] or 0) for e in epochs)
     console.print(f"epochs {len(epochs)}  preemptions {evicted}  moves {moves}  "
                   f"GPU-hours {hours:.4f}", highlight=False)  # fmt: skip
-
-
-def _history(config: Config, base: str, job_id: str) -> QueryResult:
-    """The job's epochs, through the worker at `base` (`gpuflow sql`'s path), else the store."""
-    body = {"query": JOB_EPOCHS, "params": {"job": job_id}}
-    try:
-        resp = httpx.post(f"{base}/sql/", json=body, timeout=httpx.Timeout(60.0, connect=1.0))
-    except httpx.HTTPError:
-        return run_query(config, JOB_EPOCHS, {"job": job_id})
-    try:
-        data = resp.json()
-    except ValueError:
-        raise StoreError(f"worker at {base} answered {resp.status_code}") from None
-    if resp.status_code != 200:
-        raise StoreError(str(data.get("error", data)))
-    return QueryResult.from_json(data)
 
 
 def _epochs_table(epochs: list[dict[str, Any]]) -> Table:

@@ -23,7 +23,9 @@ from rich.table import Table
 
 from agents.replay.adapters import load_gavel_trace, load_philly_trace
 from agents.replay.network import load_links
-from agents.replay.trace import ModelResolver, Trace, load_nodes, load_throughputs, load_trace
+from agents.replay.trace import Trace
+from agents.replay.trace_fields import ModelResolver
+from agents.replay.trace_reader import load_nodes, load_throughputs, load_trace
 from gpuflow.commands.common import fail
 from gpuflow.commands.serve import load_services, report_rows, report_table, service_replay
 from gpuflow.replay.engine import ReplayResult

@@ -40,14 +40,8 @@ def parse_params(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _worker_url(config: Config) -> str:
-    """The running worker's `/sql/` page."""
-    return f"{worker_url(config)}/sql/"
-
-
-def _via_worker(config: Config, body: Mapping[str, Any]) -> QueryResult | None:
-    """The worker's answer, or None when no worker is listening."""
-    url = _worker_url(config)
+def _via_worker(url: str, body: Mapping[str, Any]) -> QueryResult | None:
+    """The answer of the worker's `/sql/` page at `url`, or None when no worker is listening."""
     try:
         resp = httpx.post(url, json=dict(body), timeout=httpx.Timeout(300.0, connect=1.0))
     except (httpx.ConnectError, httpx.ConnectTimeout):
@@ -66,11 +60,16 @@ def _via_worker(config: Config, body: Mapping[str, Any]) -> QueryResult | None:
 
 
 def run_query(
-    config: Config, query: str, params: Mapping[str, Any], *, write: bool = False
+    config: Config,
+    query: str,
+    params: Mapping[str, Any],
+    *,
+    write: bool = False,
+    base: str | None = None,
 ) -> QueryResult:
-    """Through the running worker when there is one, else the store directly."""
+    """Through the running worker (at `base`, else the configured one), else the store."""
     body = {"query": query, "params": dict(params), "write": write}
-    result = _via_worker(config, body)
+    result = _via_worker(f"{(base or worker_url(config)).rstrip('/')}/sql/", body)
     if result is not None:
         return result
     with open_store(config) as store:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from infra.store._client import DEFAULT_DATABASE, QueryResult, Store, is_read_only, open_store
+from infra.store._client import QueryResult, Store, is_read_only
+from infra.store._open import DEFAULT_DATABASE, open_store
 from infra.store.errors import QueryError, ReadOnlyError, RowError, StoreError
 from infra.store.migrations import applied_versions, apply_migrations, load_migrations
 

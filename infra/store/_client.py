@@ -3,7 +3,8 @@
 Only configuration differs between the two. Credentials come from the DSN or from
 StoreConfig.user/password (env GPUFLOW_STORE_USER / GPUFLOW_STORE_PASSWORD) and never appear
 in reprs or logs. chDB allows one open data directory per process, and only one process per
-directory, so a process opens one Store and shares it (calls are serialised by a lock).
+directory, so a process opens one Store (`infra.store._open`) and shares it (calls are
+serialised by a lock).
 """
 
 from __future__ import annotations
@@ -14,24 +15,18 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
-import clickhouse_connect
 import pyarrow as pa
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
-from infra.config import Config
 from infra.store._arrow import rows_to_arrow
 from infra.store.errors import QueryError, ReadOnlyError, StoreError
 
-__all__ = ["DEFAULT_DATABASE", "QueryResult", "Store", "is_read_only", "open_store", "redact_dsn"]
+__all__ = ["QueryResult", "Store", "is_read_only", "redact_dsn"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DATABASE = "gpuflow"
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Replacing tables dedupe at merge time (and FINAL); collapsing each block on insert as well
 # costs ~2.5x insert time (measured on 1M telemetry rows: 4.6 s -> 1.8 s).
 _INSERT_SETTINGS = {"optimize_on_insert": 0}
@@ -201,65 +196,3 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _database_for(dsn: str, database: str | None) -> str:
-    if database:
-        name = database
-    elif dsn.startswith(("http://", "https://")) and urlparse(dsn).path.strip("/"):
-        name = urlparse(dsn).path.strip("/").split("/")[0]
-    else:
-        name = DEFAULT_DATABASE
-    if not _IDENT.match(name):
-        raise StoreError(f"bad database name {name!r}")
-    return name
-
-
-def _client_for(dsn: str, user: str, password: str) -> Any:
-    kwargs: dict[str, Any] = {}
-    if not dsn.startswith("chdb:"):
-        kwargs["database"] = "default"  # ours may not exist yet
-        scheme = urlparse(dsn).scheme
-        if scheme in ("http", "https"):  # the client infers TLS from the port only
-            kwargs["interface"] = scheme
-        if user:
-            kwargs["username"] = user
-        if password:
-            kwargs["password"] = password
-    try:
-        return clickhouse_connect.get_client(dsn=dsn, **kwargs)
-    except Exception as exc:  # connection, auth, or a chdb directory held by another process
-        text = str(exc).replace(password, "***") if password else str(exc)
-        hint = (
-            (
-                " (only one process may open a chdb directory: is the worker running "
-                "without its web server?)"
-            )
-            if dsn.startswith("chdb:")
-            else ""
-        )
-        raise StoreError(
-            f"cannot open store {redact_dsn(dsn)}: {text.splitlines()[0]}{hint}"
-        ) from None
-
-
-def open_store(config: Config, *, database: str | None = None, migrate: bool = True) -> Store:
-    """Open the configured store, create its database and apply pending migrations."""
-    dsn = config.store_dsn
-    if dsn.startswith("chdb:"):
-        Path(urlparse(dsn).path).mkdir(parents=True, exist_ok=True)
-    name = _database_for(dsn, database)
-    client = _client_for(dsn, config.store.user, config.store.password)
-    store = Store(client, name, dsn)
-    try:
-        store.command(f"CREATE DATABASE IF NOT EXISTS {name}")  # name checked by _IDENT
-        client.database = name
-        if migrate:
-            from infra.store.migrations import apply_migrations
-
-            apply_migrations(store)
-    except BaseException:
-        store.close()
-        raise
-    log.info("store open dsn=%s database=%s", redact_dsn(dsn), name)
-    return store

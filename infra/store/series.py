@@ -1,7 +1,7 @@
 """Demand and grid series out of the history, on a regular grid, gaps filled and counted.
 
-Each kind names the ready query that buckets it (`infra.store.queries`), the column to read
-and how its gaps are filled: a level (GPUs in use) carries its last value, a flow (GPUs
+Each kind names the ready query that buckets it (`infra.store.forecast_queries`), the column
+to read and how its gaps are filled: a level (GPUs in use) carries its last value, a flow (GPUs
 requested) is 0 where nothing was asked for, a grid signal is interpolated. A requested
 series is also kept per GPU model for jobs placed on one; '*' counts every job.
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from forecast import Series, SeriesError
 from forecast.series import on_grid
-from infra.store import queries as Q
+from infra.store import forecast_queries as Q
 from infra.store._client import QueryResult
 from infra.store.errors import StoreError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.replay import TraceError, load_gavel_trace, load_jobs, load_nodes, load_philly_trace
-from agents.replay.trace import load_throughputs, load_trace
+from agents.replay.trace_reader import load_throughputs, load_trace
 from scorer import GAVEL_CSV, load_gavel_csv
 
 TABLE = GAVEL_CSV

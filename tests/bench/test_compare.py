@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.compare import compare
-from bench.registry import select
+from bench._tools.compare import compare
+from bench._tools.registry import select
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench import table
-from bench.registry import BENCHES, select
-from bench.runner import moved, value
+from bench._tools import table
+from bench._tools.registry import BENCHES, select
+from bench._tools.runner import moved, value
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()

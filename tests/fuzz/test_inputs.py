@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from agents.replay.adapters import load_gavel_trace, load_philly_trace
 from agents.replay.errors import TraceError
-from agents.replay.trace import load_jobs, load_nodes, load_throughputs
+from agents.replay.trace_reader import load_jobs, load_nodes, load_throughputs
 from gpuflow.cli import app
 from infra.jobspec import JobSpecError, job_record, load_job_file
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.replay.trace import Trace, TraceJob, TraceNode, load_jobs
+from agents.replay.trace import Trace, TraceJob, TraceNode
+from agents.replay.trace_reader import load_jobs
 from gpuflow.replay.engine import run_replay
 from gpuflow.replay.inprocess import InProcessDecider
 from scorer import ThroughputModel

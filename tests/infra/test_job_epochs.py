@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from infra.config import load_config
-from infra.store import Store, open_store
+from infra.store import Store
 from infra.store import samples as S
 from infra.store.queries import JOB_EPOCHS
-from infra.store.rows import RowContext, to_rows
 
 pytestmark = pytest.mark.integration
 
 NOW = int(time.time() * 1000) // 1000 * 1000
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    cfg = load_config(env={}, data_dir=str(tmp_path_factory.mktemp("epochs")))
-    s = open_store(cfg, database="epochs_test")
-    yield s
-    s.close()
-
-
-def _insert(store: Store, events: list[tuple[str, dict[str, Any]]]) -> None:
-    ctx = RowContext()
-    for name, record in events:
-        table, rows = to_rows(name, record, ctx)
-        store.insert_rows(table, rows)
 
 
 def _placed(job: str, epoch: int, at: int, node: str) -> tuple[str, dict[str, Any]]:
@@ -45,11 +28,13 @@ def _event(job: str, kind: str, epoch: int, at: int, node: str, **kw: Any) -> tu
     return ("JobEvent", rec | {"epoch": epoch, "cause": "NONE", **kw})
 
 
-def test_each_attempt_is_an_epoch_with_its_exit_code(store: Store) -> None:
+def test_each_attempt_is_an_epoch_with_its_exit_code(
+    store: Store, insert: Callable[[list[Any]], None]
+) -> None:
     m = 60_000
     failed = _event("j", "FAILED", 0, NOW + 1000 + 30 * m, "n1", exit_code=3, cause="EXIT",
                     stderr_tail="Traceback ...\nValueError: bad batch")  # fmt: skip
-    _insert(store, [
+    insert([
         _placed("j", 0, NOW, "n1"),
         _event("j", "STARTED", 0, NOW + 1000, "n1", pid=41),
         failed,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ from infra.store import (
     applied_versions,
     apply_migrations,
     load_migrations,
-    open_store,
 )
 from infra.store import samples as S
 from infra.store.queries import QUERIES, QUERY_PARAMS
@@ -24,15 +22,6 @@ from infra.store.rows import RowContext, to_rows
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = int(time.time() * 1000)
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    """One chDB directory for the module (opening one costs ~0.6 s; one per process at a time)."""
-    cfg = load_config(env={}, data_dir=str(tmp_path_factory.mktemp("store")))
-    s = open_store(cfg, database="store_test")
-    yield s
-    s.close()
 
 
 def test_migrations_are_recorded_and_idempotent(store: Store) -> None:

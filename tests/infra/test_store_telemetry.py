@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from infra.config import load_config
-from infra.store import Store, open_store
+from infra.store import Store
 from infra.store import samples as S
 from infra.store.rows import RowContext, to_rows
 from infra.store.telemetry import TIERS, decode_telemetry
@@ -31,14 +29,6 @@ NOW = int(time.time() * 1000)
 CODEC = SingleObjectCodec()
 HEADER = 10  # single-object framing: magic (2) + fingerprint (8)
 MODELS = {"n-known": "H100", "n-ü": "MI300X"}
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    cfg = load_config(env={}, data_dir=str(tmp_path_factory.mktemp("telemetry")))
-    s = open_store(cfg, database="telemetry_test")
-    yield s
-    s.close()
 
 
 def _gpu(index: int, **fields: Any) -> dict[str, Any]:

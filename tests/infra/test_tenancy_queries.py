@@ -3,36 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-from infra.config import load_config
-from infra.store import Store, open_store
+from infra.store import Store
 from infra.store import samples as S
 from infra.store.queries import (
     GPU_HOURS_LOST_TO_PREEMPTION_BY_TENANT,
     QUEUE_WAIT_BY_TENANT_AND_CLASS,
 )
-from infra.store.rows import RowContext, to_rows
 
 NOW = int(time.time() * 1000) // 1000 * 1000
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    cfg = load_config(env={}, data_dir=str(tmp_path_factory.mktemp("tenancy")))
-    s = open_store(cfg, database="tenancy_test")
-    yield s
-    s.close()
-
-
-def _insert(store: Store, events: list[tuple[str, dict[str, Any]]]) -> None:
-    ctx = RowContext()
-    for name, record in events:
-        table, rows = to_rows(name, record, ctx)
-        store.insert_rows(table, rows)
 
 
 def _preempt(
@@ -49,8 +30,10 @@ def _evicted(job: str, epoch: int, lost: float, eid: str) -> tuple[str, dict[str
     return ("JobEvent", rec | {"epoch": epoch, "lost_gpu_s": lost})
 
 
-def test_gpu_hours_lost_to_preemption_by_tenant(store: Store) -> None:
-    _insert(store, [
+def test_gpu_hours_lost_to_preemption_by_tenant(
+    store: Store, insert: Callable[[list[Any]], None]
+) -> None:
+    insert([
         _preempt("v1", 0, "research", 2, 7200.0, "PRIORITY", "pre-v1-0"),
         _preempt("v1", 0, "research", 2, 7200.0, "PRIORITY", "pre-v1-0"),  # redelivered
         _evicted("v1", 0, 3600.0, "ev-v1-0"),  # the executor says 3600 GPU-s were lost
@@ -65,7 +48,7 @@ def test_gpu_hours_lost_to_preemption_by_tenant(store: Store) -> None:
     assert rows == (("research", 2, 1, 4, 1, 1.5), ("vision", 1, 0, 4, 0, 0.0))
 
 
-def test_queue_wait_by_tenant_and_class(store: Store) -> None:
+def test_queue_wait_by_tenant_and_class(store: Store, insert: Callable[[list[Any]], None]) -> None:
     def placed(
         job: str, tenant: str, cls: str, epoch: int, queued: int, ts: int
     ) -> tuple[str, dict[str, Any]]:
@@ -75,7 +58,7 @@ def test_queue_wait_by_tenant_and_class(store: Store) -> None:
             rec | {"epoch": epoch, "priority_class": cls, "queued_ts": queued},
         )
 
-    _insert(store, [
+    insert([
         placed("a", "serving", "online-inference", 0, NOW, NOW + 1_000),  # waited 1 s
         placed("b", "research", "batch", 0, NOW, NOW + 5_000),  # 5 s
         # b evicted at +600 s, placed again at +602 s: the wait counts from the eviction

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import CODEC, wait_for
+from harness import CODEC, TopicReader, wait_for
 
+from agents.slurm.commands import parse_records
 from agents.slurm.local import LocalSlurm, slurm_installed
 from gpuflow.stack import WorkerProcess
 from infra.broker import free_port
@@ -26,9 +27,22 @@ from infra.config import Config, config_env
 from infra.kafka import producer
 from infra.topics import DECISIONS_PLACEMENT, DECISIONS_PREEMPTION, JOBS_SUBMITTED
 
-__all__ = ["Bridge", "needs_slurm", "slurm_cluster", "slurm_config", "submit", "worker"]
+__all__ = [
+    "REGION",
+    "Bridge",
+    "close_readers",
+    "needs_slurm",
+    "readers",
+    "slurm_cluster",
+    "slurm_config",
+    "slurm_tags",
+    "submit",
+    "worker",
+]
 
 MISSING = slurm_installed()
+REGION = "slurm-a"
+_OPEN: list[TopicReader] = []  # readers the running test opened; closed after it
 
 
 def needs_slurm() -> None:
@@ -151,15 +165,7 @@ def preempt(
         "cause": cause,
         "grace_period_s": grace_s,
     }
-    p = producer(config.kafka)
-    partition = config.kafka.partitioner()(region)
-    p.produce(
-        DECISIONS_PREEMPTION,
-        key=job_id.encode(),
-        partition=partition,
-        value=CODEC.encode("PreemptionDecision", record),
-    )
-    p.flush(10)
+    _decide(config, DECISIONS_PREEMPTION, "PreemptionDecision", record, region)
 
 
 def events_of(records: list[dict[str, Any]], job_id: str) -> list[str]:
@@ -187,12 +193,17 @@ def place(
         "expected_duration_s": 5.0,
         "assignments": [{"node_id": n, "gpu_indices": i} for n, i in nodes.items()],
     }
+    _decide(config, DECISIONS_PLACEMENT, "PlacementDecision", record, region)
+
+
+def _decide(config: Config, topic: str, name: str, record: dict[str, Any], region: str) -> None:
+    """A decision on the partition the worker writes `region`'s decisions to."""
     p = producer(config.kafka)
     p.produce(
-        DECISIONS_PLACEMENT,
-        key=job_id.encode(),
+        topic,
+        key=record["job_id"].encode(),
         partition=config.kafka.partitioner()(region),
-        value=CODEC.encode("PlacementDecision", record),
+        value=CODEC.encode(name, record),
     )
     p.flush(10)
 
@@ -212,3 +223,23 @@ def free_gpus(config: Config, region: str) -> float | None:
         rf'^gpuflow_free_gpus{{[^}}]*region="{re.escape(region)}"[^}}]*}} (\S+)$', text, re.M
     )
     return sum(float(x) for x in found) if found else None
+
+
+def readers(cfg: Config, *topics: str) -> list[TopicReader]:
+    """One reader a topic, closed by `close_readers` when the test ends."""
+    out = [TopicReader(cfg, t) for t in topics]
+    _OPEN.extend(out)
+    return out
+
+
+def close_readers() -> None:
+    while _OPEN:
+        _OPEN.pop().close()
+
+
+def slurm_tags(cluster: LocalSlurm) -> list[str]:
+    """The gpuflow tags (`gpuflow:JOB:EPOCH`) of every job the cluster knows."""
+    text = cluster.scontrol("show", "job", "-o")
+    return [
+        r["JobName"] for r in parse_records(text) if r.get("JobName", "").startswith("gpuflow:")
+    ]

@@ -1,60 +1,39 @@
 """The Slurm bridge against a real Slurm 22.05 (munged, slurmctld, one slurmd per node) on
-this host: inventory, a gang on exactly the placed nodes, plain sbatch jobs respected,
-preemption, cancel, a drained node, a bridge SIGKILLed and restarted, two clusters."""
+this host: inventory, a gang on exactly the placed nodes, plain sbatch jobs respected, a
+refused placement, a bridge SIGKILLed and restarted, two clusters. Stopping jobs (preemption,
+cancel, a drained node) is `test_slurm_stops.py`."""
 
 from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import TopicReader
 from slurm_cluster import (
+    REGION,
     Bridge,
     bridge,
     events_of,
     free_gpus,
-    needs_slurm,
     place,
-    preempt,
+    readers,
     slurm_cluster,
     slurm_config,
+    slurm_tags,
     submit,
     until,
     worker,
 )
 
 from agents.slurm.commands import expand_hostlist, parse_records
+from agents.slurm.local import LocalSlurm
 from infra.config import Config
 from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_LOGS, NODE_INVENTORY
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slurm")]
 
 
-@pytest.fixture(autouse=True)
-def _slurm_present() -> None:
-    needs_slurm()
-
-
-_OPEN: list[TopicReader] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_readers() -> Iterator[None]:
-    yield
-    while _OPEN:
-        _OPEN.pop().close()
-
-
-def readers(cfg: Config, *topics: str) -> list[TopicReader]:
-    out = [TopicReader(cfg, t) for t in topics]
-    _OPEN.extend(out)
-    return out
-
-
-REGION = "slurm-a"
 PRINT_ENV = [
     "bash",
     "-c",
@@ -83,7 +62,15 @@ def test_inventory_gang_and_plain_sbatch(config: Config, tmp_path: Path) -> None
             assert r["memory_mib"] == int(n["RealMemory"])
         # a plain sbatch job holds 6 GPUs of a1 for a while
         plain = subprocess.run(
-            ["sbatch", "--parsable", "--nodelist=a1", "--gres=gpu:h100:6", "--wrap", "sleep 60"],
+            [
+                "sbatch",
+                "--parsable",
+                "--nodelist=a1",
+                "--gres=gpu:h100:6",
+                f"--output={tmp_path / 'plain.out'}",  # not slurm-N.out in the repository
+                "--wrap",
+                "sleep 60",
+            ],
             env=sl.env,
             capture_output=True,
             text=True,
@@ -143,111 +130,8 @@ def test_inventory_gang_and_plain_sbatch(config: Config, tmp_path: Path) -> None
         assert f"JobId={plain} " in jobs and "JobState=RUNNING" in jobs.split(f"JobId={plain} ")[1]
 
 
-STUBBORN = [
-    "bash",
-    "-c",
-    "trap 'echo got-USR1' USR1; trap 'echo got-TERM; exit 143' TERM; "
-    "echo running; while true; do sleep 0.2; done",
-]
-
-
-def _started(events: TopicReader, job_id: str) -> dict:
-    until(lambda: "STARTED" in events_of(events.poll(), job_id), 20, f"{job_id} STARTED")
-    return next(e for e in events.records if e["job_id"] == job_id and e["type"] == "STARTED")
-
-
-def _log(logs: TopicReader, job_id: str, epoch: int = 0) -> str:
-    return b"".join(
-        r["data"] for r in logs.poll() if r["job_id"] == job_id and r["epoch"] == epoch
-    ).decode()
-
-
-def test_preemption_signals_before_the_kill_and_cancel(config: Config, tmp_path: Path) -> None:
-    cfg = slurm_config(config, [REGION])
-    events, logs = readers(cfg, JOBS_EVENTS, JOBS_LOGS)
-    with (
-        slurm_cluster(tmp_path / "sa", name="gfa", prefix="a", nodes=2) as sl,
-        worker(cfg) as w,
-        bridge(cfg, REGION, sl, tmp_path / "bridge.log") as b,
-    ):
-        for job_id in ("victim", "cancelled"):
-            submit(
-                cfg,
-                {
-                    "job_id": job_id,
-                    "gpu_count": 4,
-                    "command": STUBBORN,
-                    "allowed_regions": [REGION],
-                    "checkpoint_grace_s": 4.0,
-                },
-            )
-        for job_id in ("victim", "cancelled"):
-            until(lambda j=job_id: "running" in _log(logs, j), 40, f"{job_id} running", b, w)
-        epoch = int(_started(events, "victim")["epoch"])
-        asked = time.monotonic()
-        preempt(cfg, "victim", epoch, REGION, "PRIORITY", grace_s=30.0)
-        preempt(
-            cfg,
-            "cancelled",
-            int(_started(events, "cancelled")["epoch"]),
-            REGION,
-            "CANCEL",
-            grace_s=2.0,
-        )
-
-        def ended():
-            return {
-                e["job_id"]: e
-                for e in events.poll()
-                if e["type"] in ("EVICTED", "CANCELLED") and int(e["epoch"]) == epoch
-            }
-
-        until(lambda: {"victim", "cancelled"} <= set(ended()), 40, "both stopped", b, w)
-        took = time.monotonic() - asked
-        victim, cancelled = ended()["victim"], ended()["cancelled"]
-        # the job's checkpoint signal came first; it ignored it and was killed after its own
-        # grace (4 s, not the decision's 30 s)
-        assert victim["type"] == "EVICTED" and "got-USR1" in _log(logs, "victim", epoch)
-        assert 4.0 <= took < 25.0
-        # the cancel: SIGTERM to the job (no checkpoint signal), reported CANCELLED
-        assert cancelled["type"] == "CANCELLED" and "got-TERM" in _log(logs, "cancelled")
-        assert "got-USR1" not in _log(logs, "cancelled")
-        assert cancelled["exit_code"] is not None
-
-
-def test_drained_node_sends_the_job_back(config: Config, tmp_path: Path) -> None:
-    cfg = slurm_config(config, [REGION])
-    (events,) = readers(cfg, JOBS_EVENTS)
-    command = ["bash", "-c", 'if [ "$GPUFLOW_EPOCH" = 0 ]; then sleep 120; else echo done; fi']
-    with (
-        slurm_cluster(tmp_path / "sa", name="gfa", prefix="a", nodes=2) as sl,
-        worker(cfg) as w,
-        bridge(cfg, REGION, sl, tmp_path / "bridge.log") as b,
-    ):
-        submit(
-            cfg,
-            {"job_id": "moved", "gpu_count": 8, "command": command, "allowed_regions": [REGION]},
-        )
-        until(lambda: "STARTED" in events_of(events.poll(), "moved"), 40, "started", b, w)
-        first = _started(events, "moved")["node_ids"]
-        sl.scontrol("update", f"nodename={first[0]}", "state=drain", "reason=gpuflow-test")
-        until(lambda: "FINISHED" in events_of(events.poll(), "moved"), 60, "finished", b, w)
-        mine = [e for e in events.records if e["job_id"] == "moved"]
-        evicted = next(e for e in mine if e["type"] == "EVICTED")
-        finished = next(e for e in mine if e["type"] == "FINISHED")
-        assert evicted["epoch"] == 0 and "drain" in evicted["detail"].lower()
-        assert finished["epoch"] > 0 and finished["node_ids"] != first
-
-
-def _tags(sl: object) -> list[str]:
-    text = sl.scontrol("show", "job", "-o")  # type: ignore[attr-defined]
-    return [
-        r["JobName"] for r in parse_records(text) if r.get("JobName", "").startswith("gpuflow:")
-    ]
-
-
-def _completed(sl: object) -> int:
-    text = sl.scontrol("show", "job", "-o")  # type: ignore[attr-defined]
+def _completed(sl: LocalSlurm) -> int:
+    text = sl.scontrol("show", "job", "-o")
     return sum(1 for r in parse_records(text) if r.get("JobState") == "COMPLETED")
 
 
@@ -298,7 +182,7 @@ def test_bridge_sigkilled_and_restarted_submits_nothing_twice(
         finally:
             first.stop()
             second.stop()
-        tags = _tags(sl)
+        tags = slurm_tags(sl)
         assert sorted(tags) == sorted(f"gpuflow:{j}:0" for j in jobs), tags  # each once
         for j in jobs:
             assert events_of(events.records, j).count("FINISHED") == 1
@@ -335,7 +219,7 @@ def test_two_clusters_spill_and_no_cross_region_gang(config: Config, tmp_path: P
         assert {placed["big-0"]["region"], placed["big-1"]["region"]} == set(regions)
         for i in range(2):
             cluster = sa if placed[f"big-{i}"]["region"] == "slurm-a" else sb
-            assert f"gpuflow:big-{i}:0" in _tags(cluster)
+            assert f"gpuflow:big-{i}:0" in slurm_tags(cluster)
         # 32 GPUs in one gang: more than a cluster; the network rules (cross_region_gangs
         # off) do not split it over the two, so it waits and no Slurm job exists for it
         submit(
@@ -353,7 +237,7 @@ def test_two_clusters_spill_and_no_cross_region_gang(config: Config, tmp_path: P
         assert not [
             d for d in decisions.poll() if d["job_id"] == "huge" and d["outcome"] == "PLACED"
         ]
-        assert not [t for t in _tags(sa) + _tags(sb) if t.startswith("gpuflow:huge:")]
+        assert not [t for t in slurm_tags(sa) + slurm_tags(sb) if t.startswith("gpuflow:huge:")]
 
 
 def test_slurm_refusing_a_placement_is_failed_refused(config: Config, tmp_path: Path) -> None:
@@ -378,55 +262,3 @@ def test_slurm_refusing_a_placement_is_failed_refused(config: Config, tmp_path: 
         assert drained["cause"] == nowhere["cause"] == "REFUSED"
         assert "ReqNodeNotAvail" in drained["detail"] and "zz9" in nowhere["detail"]
         assert "STARTED" not in events_of(events.records, "onto-drained")
-
-
-def test_worker_preemption_runs_through_slurm(config: Config, tmp_path: Path) -> None:
-    """The worker's own PreemptionDecision: an online-inference job arrives on a cluster full
-    of a batch job; the bridge signals the batch job (it checkpoints on USR1 and exits), the
-    worker places the inference job on the freed GPUs, Slurm runs it."""
-    policy = tmp_path / "policy.yaml"
-    policy.write_text('{"preemption": {"checkpoint_stale_s": 0, "grace_period_s": 20}}')
-    cfg = slurm_config(config, [REGION], policy_file=str(policy))
-    events, logs = readers(cfg, JOBS_EVENTS, JOBS_LOGS)
-    checkpointing = [
-        "bash",
-        "-c",
-        "trap 'echo checkpointed; exit 0' USR1; echo running; while true; do sleep 0.2; done",
-    ]
-    with (
-        slurm_cluster(tmp_path / "sa", name="gfa", prefix="a", nodes=1) as sl,
-        worker(cfg) as w,
-        bridge(cfg, REGION, sl, tmp_path / "bridge.log") as b,
-    ):
-        submit(
-            cfg,
-            {
-                "job_id": "batch",
-                "tenant": "research",
-                "priority_class": "batch",
-                "kind": "TRAINING",
-                "gpu_count": 8,
-                "command": checkpointing,
-                "allowed_regions": [REGION],
-                "checkpoint_interval_s": 600,
-                "expected_duration_s": 600.0,
-            },
-        )
-        until(lambda: "running" in _log(logs, "batch"), 40, "batch running", b, w)
-        submit(
-            cfg,
-            {
-                "job_id": "serve",
-                "tenant": "serving",
-                "priority_class": "online-inference",
-                "kind": "INFERENCE",
-                "gpu_count": 4,
-                "allowed_regions": [REGION],
-                "expected_duration_s": 3.0,
-            },
-        )
-        until(lambda: "STARTED" in events_of(events.poll(), "serve"), 60, "serve started", b, w)
-        batch = events_of(events.records, "batch")
-        assert batch[:2] == ["STARTED", "EVICTED"], batch
-        assert "checkpointed" in _log(logs, "batch")  # the signal reached it before any kill
-        assert "gpuflow:serve:0" in _tags(sl)

@@ -1,11 +1,11 @@
 """The benches of the running stack: history, broker, telemetry, pipeline, soak, scale-out,
-fuzz, the node executor, and the services replay (`bench.registry` lists them after the
+fuzz, the node executor, and the services replay (`bench._tools.registry` lists them after the
 decision-core and replay benches)."""
 
 from __future__ import annotations
 
-from bench.figures import CPU, VIRTUAL, Bench
-from bench.figures import figure as _f
+from bench._tools.figures import CPU, VIRTUAL, Bench
+from bench._tools.figures import figure as _f
 
 __all__ = ["STACK_BENCHES"]
 

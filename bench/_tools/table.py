@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import REPO, RESULTS
-from bench.registry import BENCHES
-from bench.runner import shown, value
+from bench._tools.registry import BENCHES
+from bench._tools.runner import shown, value
 
 BEGIN = "<!-- bench-table:begin (python -m bench table --write; do not edit by hand) -->"
 END = "<!-- bench-table:end -->"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import REPO, commit, load_average, machine
-from bench.registry import Bench, Figure
+from bench._tools.registry import Bench, Figure
 
 
 class BenchFailed(Exception):

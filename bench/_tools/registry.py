@@ -1,14 +1,14 @@
 """Every benchmark, with the arguments of its full and its quick run and its headline figures.
 
 `python -m bench all` runs each entry's `full` arguments, `--quick` its `quick` ones; what an
-entry holds is `bench.figures`.
+entry holds is `bench._tools.figures`.
 """
 
 from __future__ import annotations
 
-from bench.benches_stack import STACK_BENCHES
-from bench.figures import CPU, VIRTUAL, Bench, Figure
-from bench.figures import figure as _f
+from bench._tools.benches_stack import STACK_BENCHES
+from bench._tools.figures import CPU, VIRTUAL, Bench, Figure
+from bench._tools.figures import figure as _f
 
 __all__ = ["BENCHES", "BY_NAME", "Bench", "Figure", "select"]
 

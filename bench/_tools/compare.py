@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 from bench._common import REPO, load_average
-from bench.registry import Bench, Figure
-from bench.runner import BenchFailed, fmt, moved, run_bench, value
+from bench._tools.registry import Bench, Figure
+from bench._tools.runner import BenchFailed, fmt, moved, run_bench, value
 
 
 def _worktree(rev: str, where: Path) -> Path:
