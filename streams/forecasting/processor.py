@@ -31,7 +31,6 @@ from forecast import (
     DEFAULT_PLANS,
     Outcome,
     Plan,
-    Series,
     SeriesTooShortError,
     season_length,
 )
@@ -43,29 +42,14 @@ from infra.store import Store, StoreError
 from infra.store.series import GRID_SERIES, SERIES, fetch_series
 from infra.topics import FORECASTS_DEMAND
 from schemas import make_codec
-from streams.forecasting.records import MODEL_SYMBOLS, forecast_records, score_rows
+from streams.forecasting.records import MODEL_SYMBOLS, SeriesJob, forecast_records, score_rows
 
-__all__ = ["MODEL_SYMBOLS", "ForecastProcessor", "RunReport", "SeriesJob"]
+__all__ = ["MODEL_SYMBOLS", "ForecastProcessor", "RunReport"]
 
 log = logging.getLogger(__name__)
 
 _UPDATE_POINTS = 3  # points read when only updating: the new ones, and an overlap
 _FIT_TIMEOUT_S = 600.0
-
-
-@dataclass(frozen=True, eq=False)
-class SeriesJob:
-    """One series under one plan."""
-
-    kind: str
-    region: str
-    gpu_model: str
-    plan: Plan
-    series: Series
-
-    @property
-    def key(self) -> str:
-        return f"{self.kind}/{self.region}/{self.gpu_model}/{self.plan.name}"
 
 
 @dataclass

@@ -6,17 +6,15 @@ so forecasts are clipped there) and the `forecast_scores` rows of a refit's back
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from forecast import BacktestResult, Forecast, Outcome
+from forecast import BacktestResult, Forecast, Outcome, Plan, Series
 from streams.base.outbox import new_event_id, now_ms
 
-if TYPE_CHECKING:
-    from streams.forecasting.processor import SeriesJob
-
-__all__ = ["MODEL_SYMBOLS", "forecast_record", "forecast_records", "score_rows"]
+__all__ = ["MODEL_SYMBOLS", "SeriesJob", "forecast_record", "forecast_records", "score_rows"]
 
 MODEL_SYMBOLS = {  # registry name -> DemandForecast.model
     "seasonal_naive": "SEASONAL_NAIVE",
@@ -24,6 +22,21 @@ MODEL_SYMBOLS = {  # registry name -> DemandForecast.model
     "lstm": "LSTM",
     "prophet": "PROPHET",
 }
+
+
+@dataclass(frozen=True, eq=False)
+class SeriesJob:
+    """One series under one plan."""
+
+    kind: str
+    region: str
+    gpu_model: str
+    plan: Plan
+    series: Series
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.region}/{self.gpu_model}/{self.plan.name}"
 
 
 def forecast_records(job: SeriesJob, outcome: Outcome, level: float) -> list[dict[str, Any]]:

@@ -15,15 +15,13 @@ import heapq
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scorer import Assignment, JobSpec
 from scorer.replan import Statement, free_node_for, movable
 from streams.base.outbox import Outgoing
 from streams.convert import job_spec
-
-if TYPE_CHECKING:
-    from streams.replan.replanner import Replanner
+from streams.replan.parts import DefragHost
 
 __all__ = ["SPREAD_GAIN", "defragment", "drop_room", "hold_room", "room_ready", "waiting_gangs"]
 
@@ -32,7 +30,7 @@ SPREAD_GAIN = 1.5  # a spread gang this much faster on one node is worth a node 
 log = logging.getLogger(__name__)
 
 
-def defragment(r: Replanner, region: str) -> list[Outgoing]:
+def defragment(r: DefragHost, region: str) -> list[Outgoing]:
     """If a gang waits in `region`, free one node for it by moving a few short jobs (one
     gang at a time per region; `scorer.replan.defrag`)."""
     if any(room["region"] == region for room in r.rooms.values()):
@@ -69,7 +67,7 @@ def defragment(r: Replanner, region: str) -> list[Outgoing]:
     return []
 
 
-def waiting_gangs(r: Replanner, region: str) -> list[JobSpec]:
+def waiting_gangs(r: DefragHost, region: str) -> list[JobSpec]:
     """Queued gangs of `region` (whole GPUs, two or more), oldest first; then running gangs
     spread over nodes that would run at least `SPREAD_GAIN` times as fast on one node. At
     most `defrag_gangs` in all: each costs a look at every node of the region."""
@@ -101,7 +99,7 @@ def waiting_gangs(r: Replanner, region: str) -> list[JobSpec]:
     return out
 
 
-def room_ready(r: Replanner, region: str) -> list[str]:
+def room_ready(r: DefragHost, region: str) -> list[str]:
     """Gangs of `region` whose node is free now (every mover left): release the room so
     the gang can take it, and try them first."""
     ready = []
@@ -114,7 +112,7 @@ def room_ready(r: Replanner, region: str) -> list[str]:
     return ready
 
 
-def hold_room(r: Replanner, mover: str) -> None:
+def hold_room(r: DefragHost, mover: str) -> None:
     """A defragmentation mover left: hold its node's free GPUs for the gang."""
     for room in r.rooms.values():
         if mover in room["movers"]:
@@ -129,7 +127,7 @@ def hold_room(r: Replanner, mover: str) -> None:
                 )
 
 
-def drop_room(r: Replanner, gang: str) -> None:
+def drop_room(r: DefragHost, gang: str) -> None:
     """The gang was placed (or ended): its room is no longer needed."""
     room = r.rooms.pop(gang, None)
     if room is not None:

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scorer import ReservationError
 from scorer.replan import MoveProposal, ReplanConfig, RunningJob, hold_key
 from streams.base.outbox import new_event_id
 from streams.convert import assignment_records, job_spec, parse_assignments
-
-if TYPE_CHECKING:
-    from streams.replan.replanner import Replanner
+from streams.replan.parts import MoveBook
 
 __all__ = [
     "confirmed",
@@ -128,7 +126,7 @@ def moved_entry(
 
 
 def reconcile(
-    r: Replanner,
+    r: MoveBook,
     decisions: Mapping[str, Sequence[Mapping[str, Any]]],
     migrated: Mapping[str, Sequence[Mapping[str, Any]]],
     ended: Collection[str],

@@ -21,10 +21,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from infra.topics import DECISIONS_MIGRATION, RegionPartitioner
-from scorer import ClusterState, Placer, ReservationError
+from infra.topics import DECISIONS_MIGRATION
+from scorer import ReservationError
 from scorer.fragmix import LearnedMix
 from scorer.replan import (
     MoveProposal,
@@ -36,7 +36,6 @@ from scorer.replan import (
     movable,
     next_checkpoint_ms,
 )
-from streams.base.clock import Clock
 from streams.base.outbox import Outgoing, outgoing
 from streams.convert import parse_assignments
 from streams.replan.defragmentation import SPREAD_GAIN, defragment, drop_room, hold_room, room_ready
@@ -47,23 +46,11 @@ from streams.replan.migrations import (
     reconcile,
     running_job,
 )
-
-if TYPE_CHECKING:
-    from streams.tenancy import Tenancy
+from streams.replan.parts import SchedulerParts
 
 __all__ = ["SPREAD_GAIN", "Replanner", "SchedulerParts"]
 
 log = logging.getLogger(__name__)
-
-
-class SchedulerParts(Protocol):
-    state: ClusterState
-    placer: Placer
-    reservations: MutableMapping[str, Any]
-    queue: MutableMapping[str, Any]
-    clock: Clock
-    partition_of: RegionPartitioner
-    tenancy: Tenancy
 
 
 class Replanner:

@@ -27,11 +27,10 @@ from streams.runtime.consumer_state import StallWatch
 from streams.runtime.fleet import FleetTracker
 from streams.runtime.metrics import Metrics
 from streams.runtime.ownership import Ownership
+from streams.runtime.sent import RecentDecisions, note_sent
 from streams.scheduling import Scheduler
 from streams.telemetry.activity import Activity
 from streams.validation import Rules, joined, problems
-from streams.web.metrics_page import note_sent
-from streams.web.ui import RecentDecisions
 
 if TYPE_CHECKING:
     from streams.services.autoscaler import Autoscaler

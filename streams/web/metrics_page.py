@@ -16,37 +16,23 @@ from typing import TYPE_CHECKING, Any
 from faust.exceptions import ConsumerNotStarted
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from infra.topics import NODE_TELEMETRY, TOPICS
-from streams.base.outbox import Outgoing
+from infra.topics import NODE_TELEMETRY
 from streams.base.prometheus import (
     CONTENT_TYPE_LATEST,
     METRICS,
     gauge,
     queue_depths,
-    record_decision,
 )
 from streams.runtime.consumer_state import consumer_state
 
 if TYPE_CHECKING:
     from streams.runtime.runtime import Runtime
 
-__all__ = ["METRICS_PATH", "ChildPage", "note_sent", "register_metrics_page", "state_metrics"]
+__all__ = ["METRICS_PATH", "ChildPage", "register_metrics_page", "state_metrics"]
 
 log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
-_DECISION_TOPICS = {t.name: t.name.rsplit(".", 1)[-1] for t in TOPICS if ".decisions." in t.name}
-
-
-def note_sent(msg: Outgoing) -> None:
-    """Count a message the worker sends if it is a decision (any decision topic)."""
-    decision = _DECISION_TOPICS.get(msg.topic)
-    if decision is None:
-        return
-    record = msg.record
-    outcome = record.get("outcome") or record.get("reason") or "EMITTED"
-    worker_us = record.get("worker_us")
-    record_decision(decision, str(outcome), None if worker_us is None else worker_us / 1e6)
 
 
 def state_metrics(rt: Runtime, app: Any) -> Iterable[Metric]:

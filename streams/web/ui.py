@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from infra.store.queries import JOB_EPOCHS
-from streams.base.outbox import Outgoing
 from streams.web.job_views import job_view, jobs_view
 
 if TYPE_CHECKING:
     from streams.runtime.runtime import Runtime
 
-__all__ = ["HISTORY_QUERIES", "RecentDecisions", "live_view", "register_ui"]
+__all__ = ["HISTORY_QUERIES", "live_view", "register_ui"]
 
 log = logging.getLogger(__name__)
 
@@ -61,35 +59,6 @@ HISTORY_QUERIES: dict[str, str] = {
         WHERE ts >= now64(3) - INTERVAL 15 MINUTE AND outcome = 'PLACED'
         GROUP BY t ORDER BY t""",
 }
-
-
-class RecentDecisions:
-    """The last placement decisions this worker sent, newest first."""
-
-    def __init__(self, keep: int = 50) -> None:
-        self._items: deque[dict[str, Any]] = deque(maxlen=keep)
-
-    def add(self, msg: Outgoing) -> None:
-        if msg.event != "PlacementDecision":
-            return
-        r = msg.record
-        self._items.appendleft(
-            {
-                "ts": r.get("ts"),
-                "job_id": r.get("job_id"),
-                "outcome": r.get("outcome"),
-                "region": r.get("region"),
-                "gpu_model": r.get("gpu_model"),
-                "gpu_count": r.get("gpu_count"),
-                "nodes": [a.get("node_id") for a in r.get("assignments") or []],
-                "score": r.get("score"),
-                "reasons": list(r.get("reasons") or []),
-                "worker_ms": (r.get("worker_us") or 0) / 1000,
-            }
-        )
-
-    def latest(self) -> list[dict[str, Any]]:
-        return list(self._items)
 
 
 def _models(free: Mapping[str, int], total: Mapping[str, int]) -> list[dict[str, Any]]:
