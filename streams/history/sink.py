@@ -18,7 +18,6 @@ any of this: the sink only reads.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -43,7 +42,7 @@ from streams.history.health import StoreHealth
 from streams.history.telemetry import TelemetryLane, offsets_of, table_block, telemetry_chunk
 from streams.history.writer import InsertLane, Outcome
 
-__all__ = ["HistorySink", "SinkStats", "attach_history"]
+__all__ = ["HistorySink", "SinkStats"]
 
 log = logging.getLogger(__name__)
 
@@ -365,28 +364,3 @@ class HistorySink:
             "SELECT node_id, argMax(gpu_model, ts) FROM node_inventory GROUP BY node_id"
         )
         return {str(n): str(m) for n, m in res.rows}
-
-
-def attach_history(app: Any, config: Config, *, sql_page: bool = True) -> HistorySink:
-    """Run a HistorySink with a Faust app's worker, which then owns the store.
-
-    The sink starts when the worker starts and stops (flush, commit, close) when it stops;
-    with `sql_page`, POST /sql/ answers queries from the same store (streams.history.sql).
-    """
-    from mode import Service
-
-    sink = HistorySink(config)
-
-    class HistoryService(Service):
-        async def on_start(self) -> None:
-            await asyncio.get_running_loop().run_in_executor(None, sink.start)
-
-        async def on_stop(self) -> None:
-            await asyncio.get_running_loop().run_in_executor(None, sink.stop)
-
-    app.service(HistoryService)
-    if sql_page:
-        from streams.history.sql import register_sql_page
-
-        register_sql_page(app, lambda: sink.store)
-    return sink

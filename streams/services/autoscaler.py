@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -45,19 +44,18 @@ from scorer.services import (
 )
 from scorer.services.seasonal import WEEK_MIN
 from streams.base.outbox import Outgoing, new_event_id, outgoing
-from streams.services.replicas import Replica, job_record_of, replicas_of
+from streams.services.replicas import Replica, job_record_of, replicas_of, zone_name
 
 if TYPE_CHECKING:
     from schemas.signing import Signer
     from streams.scheduling import Scheduler
 
-__all__ = ["Autoscaler", "ServiceBook", "parse_replica_id", "zone_name"]
+__all__ = ["Autoscaler", "ServiceBook"]
 
 log = logging.getLogger(__name__)
 
 HORIZON_MIN = 15
 _KEEP_MIN = WEEK_MIN + 2 * HORIZON_MIN
-_ID = re.compile(r"^svc-(?P<svc>.+)-(?P<n>\d+)(?:\.(?P<g>\d+))?$")
 
 
 @dataclass
@@ -360,10 +358,6 @@ def _spread_region(spec: ServiceSpec, held: Mapping[str, int], free: Mapping[str
     return min(roomy or spec.regions, key=lambda r: (held[r], spec.regions.index(r)))
 
 
-def zone_name(region: str, zone: str) -> str:
-    return f"{region}/{zone}" if zone else region
-
-
 def _count_zones(replicas: list[Replica]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in replicas:
@@ -377,11 +371,3 @@ def _p0(_: str) -> int:
 
 def _cancel_schema() -> Any:
     return default_schemas().get("CancelRequest")
-
-
-def parse_replica_id(job_id: str) -> tuple[str, int, int] | None:
-    """(service, index, generation) of a replica job id, None for other jobs."""
-    m = _ID.match(job_id)
-    if m is None:
-        return None
-    return m["svc"], int(m["n"]), int(m["g"] or 0)

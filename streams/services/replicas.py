@@ -1,5 +1,5 @@
 """A service's replica jobs as this worker's scheduler holds them: waiting, running (and where),
-stopping, ended or rejected; and the JobSubmitted record of a replica."""
+stopping, ended or rejected; the JobSubmitted record of a replica; a replica's id and zone."""
 
 from __future__ import annotations
 
@@ -15,11 +15,19 @@ from scorer.types import JobSpec
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
 
-__all__ = ["REPLICA_DURATION_S", "Replica", "job_record_of", "replicas_of"]
+__all__ = [
+    "REPLICA_DURATION_S",
+    "Replica",
+    "job_record_of",
+    "parse_replica_id",
+    "replicas_of",
+    "zone_name",
+]
 
 REPLICA_DURATION_S = 30 * 86_400.0  # a replica serves until it is stopped
 _PENDING_MS = 60_000  # a submission not yet seen by the router is on its way this long
 LIVE = ("PENDING", "WAITING", "RUNNING")
+_ID = re.compile(r"^svc-(?P<svc>.+)-(?P<n>\d+)(?:\.(?P<g>\d+))?$")
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,20 @@ def _zone(s: Scheduler, node_id: str) -> str:
         node = s.state.node(node_id)
     except (KeyError, IndexError, AssertionError):
         return ""
-    return f"{node.region}/{node.zone}" if node.zone else node.region
+    return zone_name(node.region, node.zone)
+
+
+def zone_name(region: str, zone: str) -> str:
+    """A zone as the autoscaler counts it: `region/zone`, or the region where nodes name none."""
+    return f"{region}/{zone}" if zone else region
+
+
+def parse_replica_id(job_id: str) -> tuple[str, int, int] | None:
+    """(service, index, generation) of a replica job id, None for other jobs."""
+    m = _ID.match(job_id)
+    if m is None:
+        return None
+    return m["svc"], int(m["n"]), int(m["g"] or 0)
 
 
 def job_record_of(job: JobSpec, spec: ServiceSpec, now_ms: int) -> dict[str, Any]:

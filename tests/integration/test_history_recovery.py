@@ -63,7 +63,7 @@ def test_attach_history_runs_with_the_app_service(config: Config) -> None:
 
     import faust
 
-    from streams.history.sink import attach_history
+    from streams.history.attach import attach_history
 
     app = faust.App(f"{config.worker.app_id}-attach", broker="kafka://127.0.0.1:9")
     sink = attach_history(app, config)
