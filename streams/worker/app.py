@@ -56,6 +56,7 @@ from streams.web.pages import register_pages
 from streams.web.ui import register_ui
 from streams.worker.bandwidth_agents import register_bandwidth
 from streams.worker.batching import batches
+from streams.worker.guarded import guarded
 from streams.worker.service_agents import register_services
 from streams.worker.telemetry_agent import register_telemetry
 from streams.worker.timers import register_timers, watch_broker, watch_history
@@ -292,13 +293,10 @@ def _register_agents(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Non
     register_cancel(app, rt, topics)
     register_services(app, rt, topics)
 
-    @app.agent(topics[GRID_SIGNALS], name="gpuflow.grid")
-    async def grid(stream: Any) -> None:
-        async for event in stream.events():
-            async with rt.guard(event, "grid"):
-                record = await rt.decode(event, "GridSignal", "grid")
-                if record is not None:
-                    rt.fleet.on_grid(record)
+    async def on_grid(event: Any, record: dict[str, Any]) -> None:
+        rt.fleet.on_grid(record)
+
+    app.agent(topics[GRID_SIGNALS], name="gpuflow.grid")(guarded(rt, "grid", "GridSignal", on_grid))
 
 
 def _placer(config: Config, state: ClusterState, network: NetworkView) -> Placer:

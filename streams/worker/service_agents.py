@@ -11,6 +11,7 @@ from infra.signing import signer
 from infra.topics import SERVICES_LOAD, SERVICES_SPECS
 from scorer.services import ServiceSpecError
 from streams.services.autoscaler import Autoscaler
+from streams.worker.guarded import guarded
 
 if TYPE_CHECKING:
     import faust
@@ -26,25 +27,21 @@ def register_services(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Au
     scaler = Autoscaler(rt.scheduler, stale=lambda: rt.fleet.stale, signer=signer(rt.config.auth))
     rt.autoscaler = scaler
 
-    @app.agent(topics[SERVICES_SPECS], name="gpuflow.services")
-    async def specs(stream: Any) -> None:
-        async for event in stream.events():
-            async with rt.guard(event, "services"):
-                record = await rt.decode(event, "ServiceSpec", "services")
-                if record is None:
-                    continue
-                try:
-                    scaler.on_spec(record)
-                except ServiceSpecError as exc:
-                    await rt.dead_letter(event.message, f"bad service: {exc}", "services")
+    async def on_spec(event: Any, record: dict[str, Any]) -> None:
+        try:
+            scaler.on_spec(record)
+        except ServiceSpecError as exc:
+            await rt.dead_letter(event.message, f"bad service: {exc}", "services")
 
-    @app.agent(topics[SERVICES_LOAD], name="gpuflow.services.load")
-    async def load(stream: Any) -> None:
-        async for event in stream.events():
-            async with rt.guard(event, "services.load"):
-                record = await rt.decode(event, "ServiceLoad", "services.load")
-                if record is not None:
-                    scaler.on_load(record)
+    async def on_load(event: Any, record: dict[str, Any]) -> None:
+        scaler.on_load(record)
+
+    app.agent(topics[SERVICES_SPECS], name="gpuflow.services")(
+        guarded(rt, "services", "ServiceSpec", on_spec)
+    )
+    app.agent(topics[SERVICES_LOAD], name="gpuflow.services.load")(
+        guarded(rt, "services.load", "ServiceLoad", on_load)
+    )
 
     period = rt.config.worker.autoscale_s
     if period > 0:
