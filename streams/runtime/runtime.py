@@ -23,13 +23,13 @@ from streams.base.outbox import Outgoing
 from streams.base.prometheus import METRICS, record_dead_letter
 from streams.ledger.snapshot import LedgerKeeper
 from streams.regions import RemoteRegions
+from streams.runtime.activity import Activity
 from streams.runtime.consumer_state import StallWatch
 from streams.runtime.fleet import FleetTracker
 from streams.runtime.metrics import Metrics
 from streams.runtime.ownership import Ownership
 from streams.runtime.sent import RecentDecisions, note_sent
 from streams.scheduling import Scheduler
-from streams.telemetry.activity import Activity
 from streams.validation import Rules, joined, problems
 
 if TYPE_CHECKING:

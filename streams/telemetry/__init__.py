@@ -1,2 +1,1 @@
-"""Node telemetry as the worker reads it: the batched reader, validated reports,
-and the activity view built on them."""
+"""Node telemetry as the worker reads it: the batched reader and the validated reports."""

@@ -1,11 +1,13 @@
 """The worker's JSON pages: `/state/`, `/queue/`, `/jobs/`, `/consumer/`, `/health/`,
-`/metrics/`, and the plan and activity pages (`streams.plan`, `streams.telemetry.activity`).
+`/metrics/`, `/activity/` (what `streams.runtime.activity` keeps), and the plan page
+(`streams.plan`).
 Prometheus' `/metrics` and `/ready/` are in `streams.web.metrics_page`; `/ui/` in
 `streams.web.ui`; `/sql/` in `streams.history.sql`.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import faust
@@ -13,17 +15,18 @@ import faust
 from streams.plan import register_plan_page
 from streams.runtime.consumer_state import consumer_state
 from streams.runtime.runtime import Runtime
-from streams.telemetry.activity import register_activity_page
 from streams.tenancy import HOLD
 from streams.web.job_views import job_view, jobs_view
 from streams.web.queue_view import queue_snapshot
 
-__all__ = ["register_pages"]
+__all__ = ["ACTIVITY_PATH", "register_pages"]
+
+ACTIVITY_PATH = "/activity/"
 
 
 def register_pages(app: faust.App, rt: Runtime) -> None:
     register_plan_page(app, rt.scheduler)  # POST /plan/: gpuflow submit --dry-run
-    register_activity_page(app, rt.activity, rt.scheduler)  # GET /activity/: gpuflow top
+    register_activity_page(app, rt)  # GET /activity/: gpuflow top
 
     @app.page("/state/")
     async def state(web: Any, request: Any) -> Any:
@@ -95,3 +98,11 @@ def register_pages(app: faust.App, rt: Runtime) -> None:
     async def metrics(web: Any, request: Any) -> Any:
         """Events processed per stream and recent telemetry lag."""
         return web.json({**rt.metrics.snapshot(), **rt.dependency_report()})
+
+
+def register_activity_page(app: faust.App, rt: Runtime) -> None:
+    @app.page(ACTIVITY_PATH)
+    async def activity_page(web: Any, request: Any) -> Any:
+        """Utilisation by region and model, queues, decision rates, last decisions."""
+        queued = Counter(r["region"] for r in rt.scheduler.queue.values())
+        return web.json(rt.activity.snapshot(rt.scheduler.state, queued))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scorer import ClusterState, NodeSpec
-from streams.telemetry.activity import RATE_WINDOW_S, Activity
+from streams.runtime.activity import RATE_WINDOW_S, Activity
 from streams.telemetry.reports import Reports
 
 

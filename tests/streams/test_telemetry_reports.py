@@ -18,9 +18,9 @@ from agents import SimulatedFleet, TierPolicy, demo_fleet, generate_nodes
 from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
 from streams.history.telemetry import TelemetryLane
+from streams.runtime.activity import Activity
 from streams.runtime.fleet import FleetTracker
 from streams.scheduling import Scheduler
-from streams.telemetry.activity import Activity
 from streams.telemetry.reports import Reports, acceptable
 from streams.validation import Rules, problems
 

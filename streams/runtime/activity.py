@@ -1,4 +1,4 @@
-"""`GET /activity/`: what a live view needs beyond `/state/` and `/metrics/` (`gpuflow top`).
+"""What a live view needs beyond `/state/` and `/metrics/` (`GET /activity/`, `gpuflow top`).
 
 Per region and GPU model: GPUs total, free, held and their mean utilisation from telemetry;
 per region the queue depth; decisions per second by outcome over the last window, totals, the
@@ -23,9 +23,8 @@ from scorer.errors import UnknownNodeError
 if TYPE_CHECKING:
     from streams.telemetry.reports import Reports
 
-__all__ = ["ACTIVITY_PATH", "Activity", "register_activity_page"]
+__all__ = ["Activity"]
 
-ACTIVITY_PATH = "/activity/"
 RATE_WINDOW_S = 10.0
 RECENT = 20
 
@@ -140,11 +139,3 @@ class Activity:
             "recent": list(self.recent),
             "dead_letters": {"total": self.dead_letters, "last": self.last_dead_letter},
         }
-
-
-def register_activity_page(app: Any, activity: Activity, scheduler: Any) -> None:
-    @app.page(ACTIVITY_PATH)
-    async def activity_page(web: Any, request: Any) -> Any:
-        """Utilisation by region and model, queues, decision rates, last decisions."""
-        queued = Counter(r["region"] for r in scheduler.queue.values())
-        return web.json(activity.snapshot(scheduler.state, queued))
