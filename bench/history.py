@@ -104,7 +104,7 @@ def live_sink_rate(events: int, tmp: str, engine: str = "logbroker") -> dict[str
     from infra.broker import EmbeddedBroker
     from infra.kafka import ensure_topics
     from infra.topics import NODE_TELEMETRY
-    from streams.history import HistorySink
+    from streams.history.sink import HistorySink
 
     base = load_config(env={"GPUFLOW_BROKER_ENGINE": engine}, data_dir=tmp)
     with EmbeddedBroker(base.broker, Path(tmp)) as broker:

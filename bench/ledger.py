@@ -6,7 +6,7 @@ On a fresh embedded broker, writes `--jobs` jobs' records the way the pipeline d
 a RoutedJob, a PlacementDecision, STARTED and FINISHED JobEvents, keyed by job id), then times
 (wall clock, this process):
   * whole_read_s: a worker with no saved ledger folding the four logs from the beginning;
-  * save_s / snapshot_bytes: saving that ledger (`streams.ledger_snapshot`);
+  * save_s / snapshot_bytes: saving that ledger (`streams.ledger.snapshot`);
 then writes `--tail-jobs` more jobs and times tail_read_s: loading the saved ledger (load_s)
 and catching up (what a restarted worker does). Writes bench/results/ledger.json (or --out).
 """
@@ -60,8 +60,8 @@ def main() -> None:
     from infra.config import load_config
     from infra.kafka import ensure_topics
     from schemas import SingleObjectCodec
-    from streams.ledger import Ledger
-    from streams.ledger_snapshot import load_ledger, save_ledger
+    from streams.ledger.ledger import Ledger
+    from streams.ledger.snapshot import load_ledger, save_ledger
 
     codec = SingleObjectCodec()
     with tempfile.TemporaryDirectory() as tmp:

@@ -246,7 +246,7 @@ def run_once(args: Any, rate: float, seconds: float) -> dict[str, Any]:
         # CPU above the idle baseline (fleet telemetry, timers) per decided job
         "cpu_ms_per_decided_job_above_idle": marginal,
         # what the broker was asked to store during the run, per topic (the hop probe's too)
-        # events per batch each decision agent took (streams.batching; warm-up included)
+        # events per batch each decision agent took (streams.worker.batching; warm-up included)
         "mean_batch_per_agent": taken,
         "records_written_per_decided_job": {
             t: round(n / decided, 2) for t, n in sorted(written.items(), key=lambda kv: -kv[1]) if n

@@ -28,7 +28,7 @@ from schemas import SingleObjectCodec
 from scorer import ClusterState, make_placer
 from scorer.policies import preset
 from scorer.replan import ReplanConfig
-from streams.fleet import FleetTracker
+from streams.runtime.fleet import FleetTracker
 from streams.scheduling import Scheduler
 
 CODEC = SingleObjectCodec()

@@ -1,7 +1,7 @@
 """Demand forecasting on plain arrays: series, forecasters, rolling-origin backtests, plots.
 
 Ground floor: numpy, statsmodels, torch and prophet only; nothing here talks to Kafka or
-ClickHouse. The processor in `streams/forecasting.py` feeds it series from the history.
+ClickHouse. The processor in `streams/forecasting/processor.py` feeds it series from the history.
 """
 
 from __future__ import annotations

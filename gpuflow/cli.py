@@ -73,7 +73,7 @@ def worker(
 
     if config is not None:
         os.environ["GPUFLOW_CONFIG"] = str(config)
-    from streams.worker import main as worker_main
+    from streams.worker.main import main as worker_main
 
     worker_main()
 

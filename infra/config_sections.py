@@ -147,14 +147,14 @@ class WorkerConfig:
     # decided jobs and released reservations are remembered this long (live jobs: always)
     horizon_s: float = 600.0
     # the folded decision logs are saved this often (and after each rebuild) under data_dir, so
-    # start-up reads their tails (streams.ledger_snapshot); 0: read the whole logs at each start
+    # start-up reads their tails (streams.ledger.snapshot); 0: read the whole logs at each start
     ledger_snapshot_s: float = 60.0
     local_placement: bool = True  # place jobs for regions this worker owns without a hop
     # the router, placer and lifecycle agents take up to this many events that are already
-    # waiting as one batch (streams.batching): one queue pass per region, records produced
+    # waiting as one batch (streams.worker.batching): one queue pass per region, records produced
     # together; 1: one event at a time
     batch_max: int = 64
-    # read NodeTelemetry with a batch consumer beside Faust's (streams.telemetry_reader): a poll
+    # read NodeTelemetry with a batch consumer beside Faust's (streams.telemetry.reader): a poll
     # decoded column by column and applied at once; false: a Faust agent, one event at a time
     telemetry_lane: bool = True
     throughput_csv: str = ""  # measured throughputs (Gavel format) for the scorer; empty: roofline
@@ -244,7 +244,7 @@ class NetworkConfig:
 
 @dataclass(frozen=True)
 class ForecastConfig:
-    """Demand forecasting (streams/forecasting.py) and how scheduling uses it."""
+    """Demand forecasting (streams/forecasting/processor.py) and how scheduling uses it."""
 
     enabled: bool = True  # the history child runs the forecast processor
     interval_s: float = 300.0  # forecast again this often (refits follow each plan's cadence)

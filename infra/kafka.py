@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 # The librdkafka keys (`[kafka.client]`, GPUFLOW_KAFKA_CLIENT_*) that also configure the
-# worker's aiokafka clients (streams.app._credentials): one set of keys for both.
+# worker's aiokafka clients (streams.worker.app._credentials): one set of keys for both.
 SECURITY_KEYS = (
     "security.protocol",
     "sasl.mechanism",

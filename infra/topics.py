@@ -80,7 +80,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(LINK_TELEMETRY, "LinkTelemetry"),
     TopicSpec(GRID_SIGNALS, "GridSignal"),
     TopicSpec(JOBS_SUBMITTED, "JobSubmitted"),
-    # the ledger's four logs (streams.ledger) take the broker's retention like the rest: the
+    # the ledger's four logs (streams.ledger.ledger) take the broker's retention like the rest: the
     # worker saves its fold every `worker.ledger_snapshot_s`, and a saved ledger whose position
     # retention has passed reads on from the log start
     TopicSpec(JOBS_EVENTS, "JobEvent", region_keyed=True),

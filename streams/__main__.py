@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.worker import main
+from streams.worker.main import main
 
 if __name__ == "__main__":
     main()

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 from infra.topics import DECISIONS_PREEMPTION, JOBS_EVENTS
 from schemas.registry import EventSchema
 from schemas.signing import Verifier
+from streams.base.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.lifecycle import job_of
-from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.outcomes import final_decision
 from streams.tenancy import HOLD
 

@@ -11,7 +11,7 @@ from schemas import DecodeError
 if TYPE_CHECKING:
     import faust
 
-    from streams.runtime import Runtime
+    from streams.runtime.runtime import Runtime
 
 __all__ = ["register_cancel"]
 

@@ -27,8 +27,8 @@ from scorer.deferral import Deferral, DeferralPolicy, plan_deferral
 from scorer.forecasts import ForecastCurve
 from scorer.headroom import HeadroomPolicy, headroom_gpus, is_low_priority, outside_headroom
 from scorer.types import JobSpec
-from streams.follower import TopicFollower
-from streams.outbox import now_ms
+from streams.base.follower import TopicFollower
+from streams.base.outbox import now_ms
 
 __all__ = ["ForecastBook", "ForecastUse"]
 

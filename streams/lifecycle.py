@@ -17,9 +17,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from streams.base.outbox import Outgoing
 from streams.horizon import forget_epochs
 from streams.job_end import ENDS, EndRule, end_rule
-from streams.outbox import Outgoing
 from streams.tenancy import CAPACITY
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
 from scorer import JobSpec, PlacementResult, ReservationError
 from scorer.network import job_flows
-from streams.bandwidth import flow_records
+from streams.bandwidth.processor import flow_records
+from streams.base.outbox import Outgoing, new_event_id, outgoing
 from streams.convert import decision_record, job_spec
-from streams.outbox import Outgoing, new_event_id, outgoing
 from streams.speed_order import done_s
 from streams.tenancy import CAPACITY
 from streams.waiting import annotate, final_id

@@ -25,9 +25,9 @@ from infra.topics import DECISIONS_PREEMPTION
 from scorer import Assignment, JobSpec, PlacementResult, ReservationError
 from scorer.tenancy import RECLAIM, Candidate, JobPriority, VictimPlan
 from streams import quota_holds
+from streams.base.outbox import Outgoing, new_event_id, outgoing
 from streams.convert import assignment_records, parse_assignments
 from streams.fairness import entry_priority
-from streams.outbox import Outgoing, new_event_id, outgoing
 from streams.tenancy import HOLD, PREEMPTING
 from streams.victim_search import VictimSearch
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from infra.topics import DECISIONS_ADVISORY, DECISIONS_MIGRATION
 from scorer.protection import EVACUATE, UNCORDON, NodeAction, NodeHealth, ProtectionPolicy
+from streams.base.outbox import Outgoing, new_event_id, outgoing
 from streams.convert import assignment_records
-from streams.outbox import Outgoing, new_event_id, outgoing
 from streams.tenancy import HOLD
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
-    from streams.telemetry_reports import Reports
+    from streams.telemetry.reports import Reports
 
 __all__ = ["CORDON_KEY", "Protection"]
 

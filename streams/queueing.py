@@ -28,8 +28,8 @@ import numpy as np
 from scorer import Assignment, JobSpec, PlacementResult
 from scorer.tenancy import QuotaReservation, Reservation, earliest_start, held_now
 from streams import quota_holds
+from streams.base.outbox import Outgoing
 from streams.fairness import entry_priority
-from streams.outbox import Outgoing
 from streams.tenancy import (
     ALLOWANCE,
     BACKFILL,

@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from streams.bandwidth import flows_from_records
+from streams.bandwidth.processor import flows_from_records
 from streams.job_end import end_rule, split_kind
 from streams.lifecycle import released_marker
 from streams.tenancy import Running

@@ -24,7 +24,7 @@ from infra.kafka import end_offsets
 from infra.topics import REGION_STATE
 from schemas import Codec
 from scorer import RegionView
-from streams.follower import TopicFollower
+from streams.base.follower import TopicFollower
 
 __all__ = ["RemoteRegions"]
 

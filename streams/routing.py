@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from infra.jobspec import job_problems
 from scorer import JobSpec, RegionView, rank_regions
+from streams.base.outbox import Outgoing, new_event_id
 from streams.convert import job_spec
-from streams.outbox import Outgoing, new_event_id
 from streams.outcomes import final_decision, routed_message, us_since
 
 if TYPE_CHECKING:

@@ -47,19 +47,19 @@ from scorer import (
 )
 from scorer.replan import ReplanConfig, Waiting
 from scorer.tenancy import TenancyPolicy
+from streams.base.clock import Clock, as_clock
+from streams.base.outbox import Outgoing
 from streams.cancel import Cancels
-from streams.clock import Clock, as_clock
 from streams.convert import job_spec, node_spec, parse_assignments
 from streams.fairness import WithinOrder
 from streams.horizon import DecidedJobs, ReleasedLog, forget_past_horizon
 from streams.lifecycle import force_evict, on_job_event
-from streams.outbox import Outgoing
 from streams.outcomes import commit, forecast_gate, refused
 from streams.preemption import Preemptions
 from streams.proposals import propose, restrict
 from streams.queueing import respect_reservation, retry_region
 from streams.recovery import rebuild_state
-from streams.replanning import Replanner
+from streams.replan.replanner import Replanner
 from streams.routing import region_views, reject_invalid, route
 from streams.speed_order import ORDERS, order_waiting
 from streams.tenancy import Tenancy

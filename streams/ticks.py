@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from infra.topics import REPLAN_TICKS
-from streams.outbox import Outgoing, new_event_id, outgoing
+from streams.base.outbox import Outgoing, new_event_id, outgoing
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler

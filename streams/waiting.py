@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from infra.topics import DECISIONS_PLACEMENT
+from streams.base.outbox import Outgoing, new_event_id, outgoing
 from streams.convert import decision_record
-from streams.outbox import Outgoing, new_event_id, outgoing
 from streams.tenancy import CAPACITY
 
 if TYPE_CHECKING:

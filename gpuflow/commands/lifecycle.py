@@ -1,7 +1,7 @@
 """`gpuflow cancel` (scancel), `gpuflow jobs` (squeue) and `gpuflow status` (sacct).
 
 Job state lives in the worker (its queue and reservation tables: `/jobs/` on its web port,
-`streams.job_views`); the history of every epoch is ClickHouse's `job_epochs` view, read
+`streams.web.job_views`); the history of every epoch is ClickHouse's `job_epochs` view, read
 through the worker's `/sql/` page like `gpuflow sql` (or the store directly when no worker
 runs). A cancel is a CancelRequest on `gpuflow.jobs.cancel`, signed with the configured
 tenant key when there is one (docs/jobs.md).

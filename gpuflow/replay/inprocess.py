@@ -18,8 +18,8 @@ from scorer import Catalog, ClusterState, ThroughputModel, make_placer, preset
 from scorer.network import NetworkView
 from scorer.replan import ReplanConfig
 from scorer.tenancy import TenancyPolicy
-from streams.clock import EventClock
-from streams.outbox import Outgoing
+from streams.base.clock import EventClock
+from streams.base.outbox import Outgoing
 from streams.scheduling import Scheduler
 
 __all__ = ["InProcessDecider"]

@@ -1,6 +1,6 @@
 """Deciding again, the policy half: the speed-aware queue order, migration to a better match,
 moves to cheaper or greener GPUs, progressive defragmentation, and the progress arithmetic
-they share. Pure: the caller (the worker's `streams.replanning`) commits the proposals, holds
+they share. Pure: the caller (the worker's `streams.replan.replanner`) commits the proposals, holds
 GPUs and emits the decisions."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The worker's per-event path without Faust: decode -> type -> validate -> processor.
 
-It runs the same functions the worker's agents run (`streams/app.py`: the codec,
+It runs the same functions the worker's agents run (`streams/worker/app.py`: the codec,
 `streams.validation.problems`, then `Scheduler.route/place/on_job_event` and
 `FleetTracker.on_inventory/on_telemetry/on_grid`), so hypothesis can drive thousands of
 hostile records through them in seconds; `test_worker.py` sends them to the real worker.
@@ -16,15 +16,15 @@ import numpy as np
 
 from schemas import CodecError, SingleObjectCodec
 from scorer import ClusterState, Placer
-from streams.fleet import FleetTracker
-from streams.outbox import Outgoing
+from streams.base.outbox import Outgoing
+from streams.runtime.fleet import FleetTracker
 from streams.scheduling import Scheduler
 from streams.validation import Rules, problems
 
 CODEC = SingleObjectCodec()
 
 Handler = Callable[[Scheduler, FleetTracker, dict[str, Any]], list[Outgoing]]
-HANDLERS: dict[str, Handler] = {  # as the agents in streams/app.py call them
+HANDLERS: dict[str, Handler] = {  # as the agents in streams/worker/app.py call them
     "JobSubmitted": lambda s, f, r: s.route(r, started_ns=0),
     "RoutedJob": lambda s, f, r: s.place(r, started_ns=0),
     "JobEvent": lambda s, f, r: s.on_job_event(r),

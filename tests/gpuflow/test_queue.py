@@ -15,8 +15,8 @@ from gpuflow.commands.queue import render_queue
 from gpuflow.render import advisory_line, preemption_line
 from scorer import ClusterState, Placer
 from scorer.tenancy import parse_policy
-from streams.queue_view import queue_snapshot
 from streams.scheduling import Scheduler
+from streams.web.queue_view import queue_snapshot
 
 runner = CliRunner()
 POLICY = {

@@ -16,7 +16,7 @@ import yaml
 
 from gpuflow.cli import app as cli
 from infra.config import config_key, load_config
-from streams.app import create_app
+from streams.worker.app import create_app
 
 DEPLOY = Path(__file__).resolve().parents[2] / "infra" / "deploy"
 K8S = DEPLOY / "k8s"

@@ -8,7 +8,7 @@ import pytest
 
 from infra.store import StoreError
 from infra.store.batching import Batch
-from streams.history_writer import InsertLane
+from streams.history.writer import InsertLane
 
 
 def test_one_insert_in_flight_and_its_outcome() -> None:

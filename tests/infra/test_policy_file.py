@@ -13,7 +13,7 @@ from infra.errors import ConfigError
 from infra.policy import PolicyFile, load_policy
 from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
-from streams.runtime import Runtime
+from streams.runtime.runtime import Runtime
 from streams.scheduling import Scheduler
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from gpuflow.commands.sql import run_query, sql
 from infra.config import Config, load_config
 from infra.store import QueryResult, ReadOnlyError, Store, open_store
-from streams.web import register_sql_page, run_request
+from streams.history.sql import register_sql_page, run_request
 
 
 def _free_port() -> int:

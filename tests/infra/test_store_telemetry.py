@@ -22,7 +22,7 @@ from infra.store import samples as S
 from infra.store.rows import RowContext, to_rows
 from infra.store.telemetry import TIERS, decode_telemetry
 from schemas import SingleObjectCodec, default_schemas
-from streams.history_telemetry import TelemetryLane, telemetry_chunk
+from streams.history.telemetry import TelemetryLane, telemetry_chunk
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = int(time.time() * 1000)

@@ -27,7 +27,7 @@ from infra.store import Store, open_store
 from infra.store import samples as S
 from infra.topics import DEADLETTER, NODE_TELEMETRY, topic_for_event
 from schemas import SingleObjectCodec
-from streams.history import HistorySink
+from streams.history.sink import HistorySink
 
 CLICKHOUSE_URL = os.environ.get("CLICKHOUSE_URL", "")
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Micro-batched agents on the real broker (`streams.batching`, `worker.batch_max`).
+"""Micro-batched agents on the real broker (`streams.worker.batching`, `worker.batch_max`).
 
 A burst of submissions is taken in batches by the router, and a burst of ends by the
 lifecycle agent, whose one queue pass per region after its batch places the jobs that waited;

@@ -14,7 +14,7 @@ from confluent_kafka import TopicPartition
 from infra.config import Config
 from infra.kafka import ensure_topics, producer
 from infra.topics import TopicSpec
-from streams.broker_watch import BrokerWatch
+from streams.worker.broker_watch import BrokerWatch
 
 pytestmark = [pytest.mark.integration, pytest.mark.engines("logbroker", "tansu")]
 

@@ -18,7 +18,7 @@ from faust.types import TP
 from infra.config import Config
 from infra.kafka import ensure_topics, producer
 from infra.topics import TopicSpec
-from streams.transport import _Consumer
+from streams.worker.transport import _Consumer
 
 pytestmark = [pytest.mark.integration, pytest.mark.engines("logbroker", "tansu")]
 

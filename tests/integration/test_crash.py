@@ -85,7 +85,7 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(running: Running) -> No
 
     want = {j["job_id"] for j in jobs}
     # no second restart: a worker that stops fetching after recovery is the bug this catches
-    # (streams/transport.py: Faust resumed stream partitions before seeking them)
+    # (streams/worker/transport.py: Faust resumed stream partitions before seeking them)
     assert wait_for(lambda: want <= set(final_decisions(decisions.poll())), 90), _lost(
         running, want, decisions
     )

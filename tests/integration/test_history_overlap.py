@@ -21,7 +21,7 @@ from infra.store import StoreError, open_store
 from infra.store import samples as S
 from infra.topics import NODE_TELEMETRY
 from schemas import SingleObjectCodec
-from streams.history import HistorySink
+from streams.history.sink import HistorySink
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ def _children(pid: int) -> list[int]:
 
 def _history_child(worker_pid: int) -> int | None:
     for pid in _children(worker_pid):
-        if b"streams.history_process" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        if b"streams.history.process" in Path(f"/proc/{pid}/cmdline").read_bytes():
             return pid
     return None
 

@@ -16,7 +16,7 @@ from infra.store import samples as S
 from infra.store.migrations import load_migrations, statements
 from infra.topics import GRID_SIGNALS
 from schemas import SingleObjectCodec
-from streams.history import HistorySink
+from streams.history.sink import HistorySink
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,7 @@ def test_attach_history_runs_with_the_app_service(config: Config) -> None:
 
     import faust
 
-    from streams.history import attach_history
+    from streams.history.attach import attach_history
 
     app = faust.App(f"{config.worker.app_id}-attach", broker="kafka://127.0.0.1:9")
     sink = attach_history(app, config)

@@ -29,8 +29,8 @@ from infra.config import Config
 from infra.kafka import consumer, producer
 from infra.store import samples as S
 from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS, topic_for_event
-from streams.ledger import Ledger
-from streams.ledger_snapshot import load_ledger, save_ledger
+from streams.ledger.ledger import Ledger
+from streams.ledger.snapshot import load_ledger, save_ledger
 
 pytestmark = pytest.mark.integration
 

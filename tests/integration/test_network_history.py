@@ -21,7 +21,7 @@ from infra.store import queries as Q
 from infra.store import samples as S
 from infra.topics import topic_for_event
 from schemas import SingleObjectCodec
-from streams.history import HistorySink
+from streams.history.sink import HistorySink
 
 pytestmark = pytest.mark.integration
 

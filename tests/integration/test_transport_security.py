@@ -29,7 +29,7 @@ from infra.broker import free_port
 from infra.config import Config, load_config
 from infra.errors import ConfigError
 from infra.kafka import admin, consumer, producer
-from streams.app import _credentials
+from streams.worker.app import _credentials
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ import pytest
 from infra.topics import DECISIONS_PLACEMENT, DECISIONS_PREEMPTION, JOBS_ROUTED
 from scorer import ClusterState, Placer
 from scorer.tenancy import TenancyPolicy, parse_policy
+from streams.base.outbox import Outgoing
 from streams.job_end import ENDS, end_kind
-from streams.outbox import Outgoing
 from streams.scheduling import Scheduler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -118,7 +118,7 @@ class World:
 
 
 def logged(decisions: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """What `streams.ledger.read_final_decisions` keeps: each job's highest-epoch final."""
+    """What `streams.ledger.ledger.read_final_decisions` keeps: each job's highest-epoch final."""
     out: dict[str, Mapping[str, Any]] = {}
     for d in decisions:
         if d["outcome"] not in ("PLACED", "REJECTED"):
@@ -129,7 +129,8 @@ def logged(decisions: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any
 
 
 def ended(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, str]]:
-    """What `streams.ledger` keeps of the job-event log: each epoch's end, a FAILED's cause."""
+    """What `streams.ledger.ledger` keeps of the job-event log: each epoch's end, a FAILED's
+    cause."""
     out: dict[str, dict[int, str]] = {}
     for e in events:
         if e["type"] in ENDS:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from scorer import ClusterState, NodeSpec
-from streams.activity import RATE_WINDOW_S, Activity
-from streams.telemetry_reports import Reports
+from streams.runtime.activity import RATE_WINDOW_S, Activity
+from streams.telemetry.reports import Reports
 
 
 def state() -> ClusterState:

@@ -6,7 +6,7 @@ import pytest
 
 from infra.topics import DECISIONS_BANDWIDTH
 from scorer.network import Flow, Link, LinkGraph, NetworkView
-from streams.bandwidth import BandwidthProcessor, flow_records, flows_from_records
+from streams.bandwidth.processor import BandwidthProcessor, flow_records, flows_from_records
 
 T0 = 1_000_000
 

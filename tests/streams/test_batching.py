@@ -1,4 +1,5 @@
-"""`streams.batching.batches` over an in-memory twin of a Faust stream (manual acks, a queue)."""
+"""`streams.worker.batching.batches` over an in-memory twin of a Faust stream (manual acks, a
+queue)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
-from streams.batching import batches
+from streams.worker.batching import batches
 
 END = object()
 

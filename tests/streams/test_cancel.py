@@ -9,7 +9,7 @@ from typing import Any
 from infra.topics import DECISIONS_PREEMPTION, JOBS_EVENTS
 from schemas.registry import default_schemas
 from schemas.signing import KeyRing, Signer, TenantKey, Verifier
-from streams.queue_view import queue_snapshot
+from streams.web.queue_view import queue_snapshot
 
 POLICY = {
     "tenants": {"A": {"quotas": [{"nominal": 8}]}, "B": {"quotas": [{"nominal": 8}]}},

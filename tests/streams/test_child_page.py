@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from streams.metrics_page import ChildPage
+from streams.web.metrics_page import ChildPage
 
 PAGE = b"# TYPE gpuflow_history_up gauge\ngpuflow_history_up 1.0\n"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streams.consumer_state import StallWatch, unread
+from streams.runtime.consumer_state import StallWatch, unread
 
 
 class Clock:

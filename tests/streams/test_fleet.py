@@ -9,7 +9,7 @@ import pytest
 
 from infra.topics import DECISIONS_MIGRATION, REGION_STATE
 from scorer import Assignment, ClusterState, Placer
-from streams.fleet import FleetTracker
+from streams.runtime.fleet import FleetTracker
 from streams.scheduling import Scheduler
 
 

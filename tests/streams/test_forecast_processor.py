@@ -14,7 +14,7 @@ from infra.config import load_config
 from infra.store import open_store
 from infra.store import samples as S
 from infra.store.rows import RowContext, to_rows
-from streams.forecasting import ForecastProcessor
+from streams.forecasting.processor import ForecastProcessor
 
 
 def test_a_short_history_waits_and_reads_it_all_next_time(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ horizon however its logs arrive."""
 
 from __future__ import annotations
 
-from streams.ledger import Ledger
+from streams.ledger.ledger import Ledger
 
 HORIZON = 60_000
 

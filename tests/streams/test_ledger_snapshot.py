@@ -15,10 +15,10 @@ from infra.config import load_config
 from schemas import SingleObjectCodec
 from scorer.placer import Placer
 from scorer.state import ClusterState
-from streams.ledger import Ledger
-from streams.ledger_snapshot import _FORMAT as FORMAT
-from streams.ledger_snapshot import load_ledger, save_ledger
-from streams.runtime import Runtime
+from streams.ledger.ledger import Ledger
+from streams.ledger.snapshot import _FORMAT as FORMAT
+from streams.ledger.snapshot import load_ledger, save_ledger
+from streams.runtime.runtime import Runtime
 from streams.scheduling import Scheduler
 
 

@@ -12,8 +12,8 @@ from infra.config import load_config
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
 from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
-from streams.ownership import Ownership
-from streams.runtime import Runtime
+from streams.runtime.ownership import Ownership
+from streams.runtime.runtime import Runtime
 from streams.scheduling import Scheduler
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from infra.topics import DECISIONS_ADVISORY, DECISIONS_MIGRATION
 from scorer.protection import ProtectionPolicy
-from streams.fleet import FleetTracker
+from streams.runtime.fleet import FleetTracker
 
 FAST = ProtectionPolicy(window_s=30, evacuate_after_s=60, uncordon_after_s=120)
 

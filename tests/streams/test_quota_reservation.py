@@ -19,7 +19,7 @@ from rich.console import Console
 
 from gpuflow.commands.queue import render_queue
 from scorer.tenancy import PreemptionPolicy
-from streams.queue_view import queue_snapshot
+from streams.web.queue_view import queue_snapshot
 
 TENANTS = {
     "S": {"cohort": "c", "quotas": [{"nominal": 4}]},

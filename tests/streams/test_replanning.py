@@ -12,9 +12,9 @@ import pytest
 from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_ROUTED
 from scorer import ClusterState, ThroughputModel, gavel_throughputs, make_placer
 from scorer.replan import ReplanConfig
-from streams.clock import EventClock
-from streams.fleet import FleetTracker
-from streams.outbox import Outgoing
+from streams.base.clock import EventClock
+from streams.base.outbox import Outgoing
+from streams.runtime.fleet import FleetTracker
 from streams.scheduling import Scheduler
 
 RESNET = "ResNet-50 (batch size 64)"  # Gavel: K80 0.619, P100 2.619, V100 4.395 steps/s

@@ -10,7 +10,7 @@ import pytest
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, region_partition
 from scorer import ClusterState, Placer
 from scorer.catalog import Catalog, GpuModelSpec, default_catalog
-from streams.outbox import Outgoing
+from streams.base.outbox import Outgoing
 from streams.scheduling import Scheduler
 
 PARTS = 4

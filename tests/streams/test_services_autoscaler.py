@@ -1,6 +1,6 @@
-"""The autoscaler (streams.services) on a real scheduler and virtual clock: scale-in stops at
-the forecast's need, a restarted worker submits no replica twice, a failed replica is replaced
-by its next generation, and scale-in goes through cancel requests."""
+"""The autoscaler (streams.services.autoscaler) on a real scheduler and virtual clock: scale-in
+stops at the forecast's need, a restarted worker submits no replica twice, a failed replica is
+replaced by its next generation, and scale-in goes through cancel requests."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from infra.servicespec import service_record
 from infra.topics import JOBS_CANCEL, JOBS_SUBMITTED, SERVICES_SCALING
 from scorer.services import parse_service
-from streams.outbox import Outgoing
-from streams.services import Autoscaler
+from streams.base.outbox import Outgoing
+from streams.services.autoscaler import Autoscaler
 
 SPEC = {
     "name": "chat", "params_b": 1, "precision": "FP16", "batch": 8, "context": 1024,

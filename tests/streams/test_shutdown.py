@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import faust
 import pytest
 
-from streams.shutdown import GracefulWorker
+from streams.worker.shutdown import GracefulWorker
 
 
 @pytest.fixture

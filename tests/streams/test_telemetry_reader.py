@@ -10,10 +10,10 @@ from typing import Any
 from infra.config import load_config
 from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
-from streams.history_telemetry import TelemetryLane
-from streams.runtime import Runtime
+from streams.history.telemetry import TelemetryLane
+from streams.runtime.runtime import Runtime
 from streams.scheduling import Scheduler
-from streams.telemetry_reader import RawBatch, TelemetryReader
+from streams.telemetry.reader import RawBatch, TelemetryReader
 
 CODEC = SingleObjectCodec()
 

@@ -17,11 +17,11 @@ import pytest
 from agents import SimulatedFleet, TierPolicy, demo_fleet, generate_nodes
 from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
-from streams.activity import Activity
-from streams.fleet import FleetTracker
-from streams.history_telemetry import TelemetryLane
+from streams.history.telemetry import TelemetryLane
+from streams.runtime.activity import Activity
+from streams.runtime.fleet import FleetTracker
 from streams.scheduling import Scheduler
-from streams.telemetry_reports import Reports, acceptable
+from streams.telemetry.reports import Reports, acceptable
 from streams.validation import Rules, problems
 
 CODEC = SingleObjectCodec()
@@ -212,7 +212,7 @@ def test_what_the_column_check_passes_validation_passes() -> None:
 def test_lags_counted_at_once_read_as_one_by_one() -> None:
     from prometheus_client import CollectorRegistry, Histogram
 
-    from streams.prometheus import observe_many
+    from streams.base.prometheus import observe_many
 
     values = np.array([0.0, 0.004, 0.05, 0.05, 0.7, 3.0, 12.0, 900.0])
     samples = []

@@ -1,4 +1,5 @@
-"""The consumer fixes in streams/transport.py, on twins of aiokafka's fetcher and Faust's app.
+"""The consumer fixes in streams/worker/transport.py, on twins of aiokafka's fetcher and Faust's
+app.
 
 The crash test (tests/integration/test_crash.py) is what proves them on the real broker; these
 pin the two rules: stream partitions stay paused through a rebalance until they were sought,
@@ -16,7 +17,7 @@ from typing import Any
 
 from faust.types import TP
 
-from streams.transport import _Consumer, _ConsumerThread, _pace
+from streams.worker.transport import _Consumer, _ConsumerThread, _pace
 
 JOBS = [TP("jobs", 0), TP("jobs", 1)]
 CHANGELOG = TP("app-reservations-changelog", 0)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streams.migrations import running_job
+from streams.replan.migrations import running_job
 from streams.tenancy import Running
 
 BATCH = {"tenant": "batch-team", "priority_class": "batch", "checkpoint_interval_s": 600,

@@ -1,0 +1,1 @@
+"""The bandwidth processor: link telemetry and job phases in, bandwidth quotas out."""

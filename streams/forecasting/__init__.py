@@ -1,0 +1,1 @@
+"""The forecast processor: series from the history store in, demand forecasts out."""

@@ -1,0 +1,1 @@
+"""The decision ledger: which jobs are already decided, and its snapshot on disk."""

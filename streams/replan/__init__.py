@@ -1,0 +1,1 @@
+"""The re-planner: migrations and defragmentation proposed over the running jobs."""

@@ -1,0 +1,1 @@
+"""The streaming autoscaler of services and the replicas it asks the scheduler for."""

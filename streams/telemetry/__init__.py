@@ -1,0 +1,1 @@
+"""Node telemetry as the worker reads it: the batched reader and the validated reports."""

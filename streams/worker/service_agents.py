@@ -1,0 +1,99 @@
+"""The autoscaler in the worker: agents for service specs and load, its timer (every
+`worker.autoscale_s`, 0: off), and its page `/services/` (`gpuflow services`).
+
+The specs topic is compacted and read again from its start when the worker starts (its group's
+offsets would skip the services declared before); a service is scaled by the worker that holds
+its partition of `gpuflow.services.specs`, so several workers never scale one service twice."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from faust.types import TP
+
+from infra.config import Config
+from infra.kafka import read_to_end
+from infra.signing import signer
+from infra.topics import SERVICES_LOAD, SERVICES_SPECS
+from schemas import DecodeError
+from scorer.services import ServiceSpecError
+from streams.services.autoscaler import Autoscaler
+from streams.worker.guarded import guarded
+
+if TYPE_CHECKING:
+    import faust
+
+    from streams.runtime.runtime import Runtime
+
+__all__ = ["read_specs", "register_services"]
+
+log = logging.getLogger(__name__)
+
+
+def read_specs(config: Config, codec: Any, timeout_s: float = 15.0) -> list[tuple[int, dict]]:
+    """Every decodable (partition, ServiceSpec record) of the specs topic, oldest first."""
+
+    def decode(value: bytes) -> dict[str, Any] | None:
+        try:
+            return dict(codec.decode(value)[1])
+        except DecodeError:
+            return None  # the agent dead-letters it
+
+    return [(p, r) for p, _, r in read_to_end(config.kafka, SERVICES_SPECS, decode, timeout_s)]
+
+
+def register_services(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Autoscaler:
+    def owned(partition: int) -> bool:
+        with contextlib.suppress(Exception):  # before the first assignment: nothing
+            return TP(SERVICES_SPECS, partition) in app.assignor.assigned_actives()
+        return False
+
+    scaler = Autoscaler(
+        rt.scheduler, stale=lambda: rt.fleet.stale, signer=signer(rt.config.auth), owned=owned
+    )
+    rt.autoscaler = scaler
+    loaded = asyncio.Event()
+
+    async def load_specs() -> None:
+        loop = asyncio.get_running_loop()
+        for partition, record in await loop.run_in_executor(None, read_specs, rt.config, rt.codec):
+            with contextlib.suppress(ServiceSpecError):
+                scaler.on_spec(record, partition=partition)
+        loaded.set()
+
+    async def on_spec(event: Any, record: dict[str, Any]) -> None:
+        try:
+            scaler.on_spec(record, partition=event.message.partition)
+        except ServiceSpecError as exc:
+            await rt.dead_letter(event.message, f"bad service: {exc}", "services")
+
+    async def on_load(event: Any, record: dict[str, Any]) -> None:
+        scaler.on_load(record)
+
+    app.agent(topics[SERVICES_SPECS], name="gpuflow.services")(
+        guarded(rt, "services", "ServiceSpec", on_spec)
+    )
+    app.agent(topics[SERVICES_LOAD], name="gpuflow.services.load")(
+        guarded(rt, "services.load", "ServiceLoad", on_load)
+    )
+
+    period = rt.config.worker.autoscale_s
+    if period > 0:
+
+        @app.timer(period)
+        async def autoscale() -> None:
+            if not rt._ready.is_set():
+                return
+            if not loaded.is_set():
+                await load_specs()
+            await rt.send_all(scaler.tick(int(time.time() * 1000)))
+
+    @app.page("/services/")
+    async def services_page(web: Any, request: Any) -> Any:
+        return web.json({**scaler.view(), "autoscale_s": period})
+
+    return scaler
