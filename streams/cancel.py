@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 from infra.topics import DECISIONS_PREEMPTION, JOBS_EVENTS
 from schemas.registry import EventSchema
 from schemas.signing import Verifier
+from scorer.holds import preemptor_hold
 from streams.lifecycle import job_of
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.outcomes import final_decision
-from streams.tenancy import HOLD
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
@@ -122,7 +122,7 @@ class Cancels:
         s = self.s
         s.tenancy.done_waiting(job_id)
         s.tenancy.claims.pop(job_id, None)
-        s.state.release(HOLD + job_id)  # a preemptor's hold, if any
+        s.state.release(preemptor_hold(job_id).key)  # a preemptor's hold, if any
         for victim, preemptor in list(s.preemption.targeted.items()):
             if preemptor == job_id:
                 s.preemption.targeted.pop(victim, None)

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from infra.topics import DECISIONS_PREEMPTION
 from scorer import Assignment, JobSpec, PlacementResult, ReservationError
+from scorer.holds import preemptor_hold
 from scorer.tenancy import RECLAIM, Candidate, JobPriority, VictimPlan
 from streams import quota_holds
 from streams.convert import assignment_records, parse_assignments
 from streams.fairness import entry_priority
 from streams.outbox import Outgoing, new_event_id, outgoing
-from streams.tenancy import HOLD, PREEMPTING
+from streams.tenancy import PREEMPTING
 from streams.victim_search import VictimSearch
 
 if TYPE_CHECKING:
@@ -181,7 +182,7 @@ class Preemptions:
     def _rehold(self, job_id: str) -> None:
         """Hold the target GPUs that are free now (victims' GPUs join as they are released)."""
         st = self.s.state
-        st.release(HOLD + job_id)
+        st.release(preemptor_hold(job_id).key)
         entry = self.s.queue.get(job_id) or {}
         pending = entry.get("preempting")
         if not pending:
@@ -198,7 +199,7 @@ class Preemptions:
                     parts.append(Assignment(a.node_id, (g,), take))
         if parts:
             try:
-                st.reserve(HOLD + job_id, parts)
+                st.reserve(preemptor_hold(job_id).key, parts)
             except ReservationError as exc:  # cannot happen: only free milli is taken
                 log.error("hold refused job_id=%s: %s", job_id, exc)
 
@@ -220,7 +221,7 @@ class Preemptions:
         """Every victim is gone: release the hold and place the preemptor like any job."""
         entry = self.s.queue[job_id]
         victims = ", ".join(entry["preempting"]["victims"])
-        self.s.state.release(HOLD + job_id)
+        self.s.state.release(preemptor_hold(job_id).key)
         self.s.tenancy.claims.pop(job_id, None)
         for victim in entry["preempting"]["victims"]:
             self.targeted.pop(victim, None)

@@ -16,10 +16,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from infra.topics import DECISIONS_ADVISORY, DECISIONS_MIGRATION
+from scorer.holds import HOLD_PREFIX as HOLD
 from scorer.protection import EVACUATE, UNCORDON, NodeAction, NodeHealth, ProtectionPolicy
 from streams.convert import assignment_records
 from streams.outbox import Outgoing, new_event_id, outgoing
-from streams.tenancy import HOLD
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler

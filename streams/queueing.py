@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scorer import Assignment, JobSpec, PlacementResult
+from scorer.holds import backfill_hold
 from scorer.tenancy import QuotaReservation, Reservation, earliest_start, held_now
 from streams import quota_holds
 from streams.fairness import entry_priority
@@ -35,7 +36,6 @@ from streams.tenancy import (
     BACKFILL,
     CAPACITY,
     GANG_RESERVATION,
-    HOLD,
     QUOTA,
     QUOTA_RESERVATION,
 )
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
     from streams.scheduling import Scheduler
 
 __all__ = ["GangHold", "free_at", "retry_region"]
-
-_PASS_HOLD = HOLD + "backfill"
 
 
 @dataclass(frozen=True)
@@ -283,11 +281,11 @@ def _holding(s: Scheduler, hold: GangHold) -> Iterator[None]:
         if free:
             parts.append(Assignment(node, free))
     if parts:
-        s.state.reserve(_PASS_HOLD, parts)
+        s.state.reserve(backfill_hold().key, parts)
     try:
         yield
     finally:
-        s.state.release(_PASS_HOLD)
+        s.state.release(backfill_hold().key)
 
 
 def reserve(s: Scheduler, routed: Mapping[str, Any], region: str) -> GangHold | None:

@@ -42,7 +42,6 @@ __all__ = [
     "BACKFILL",
     "CAPACITY",
     "GANG_RESERVATION",
-    "HOLD",
     "PREEMPTING",
     "QUOTA",
     "QUOTA_RESERVATION",
@@ -54,7 +53,6 @@ __all__ = [
 QUOTA, CAPACITY, GANG_RESERVATION = "QUOTA", "CAPACITY", "GANG_RESERVATION"
 BACKFILL, PREEMPTING, ALLOWANCE = "BACKFILL", "PREEMPTING", "ALLOWANCE"
 QUOTA_RESERVATION = "QUOTA_RESERVATION"  # would delay the tenant's head job's quota
-HOLD = "hold:"  # state keys of GPUs held for a preemptor (never a job id)
 MILLI = 1000
 
 
