@@ -31,9 +31,9 @@ from infra.topics import DECISIONS_PREEMPTION, JOBS_EVENTS
 from schemas.registry import EventSchema
 from schemas.signing import Verifier
 from scorer.holds import preemptor_hold
-from streams.lifecycle import job_of
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
 from streams.outcomes import final_decision
+from streams.scheduler.placements import job_of
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
@@ -118,21 +118,21 @@ class Cancels:
         return CancelOutcome(note=note)
 
     def _dequeue(self, job_id: str, why: str) -> list[Outgoing]:
-        routed = self.s.queue.pop(job_id)
         s = self.s
+        routed = s.book.unwait(job_id)
         s.tenancy.done_waiting(job_id)
         s.tenancy.claims.pop(job_id, None)
-        s.state.release(preemptor_hold(job_id).key)  # a preemptor's hold, if any
+        s.book.release_hold(preemptor_hold(job_id))  # a preemptor's hold, if any
         for victim, preemptor in list(s.preemption.targeted.items()):
             if preemptor == job_id:
                 s.preemption.targeted.pop(victim, None)
         # a marker for the horizon, as a released placement leaves: `gpuflow jobs` shows it
         region, epoch = str(routed["region"]), int(routed.get("epoch") or 0)
-        s.reservations[job_id] = {
+        marker = {
             "region": region, "epoch": epoch, "placed_ts": s.clock(), "released": True,
             "ended": "CANCELLED", "ended_ts": now_ms(), "cancelled": True,
         } | job_of({"routed": routed})  # fmt: skip
-        s.released.add(region, [job_id])
+        s.book.note_released(job_id, region, marker)
         log.info("queued job cancelled job_id=%s", job_id)
         return [
             final_decision(
@@ -147,7 +147,7 @@ class Cancels:
             return []  # asked again: the first request's deadline stands
         now = self.s.clock()
         deadline = now + int(self.grace_s * 1000)
-        self.s.reservations[job_id] = {**entry, "cancelled": True, "cancel_deadline": deadline}
+        self.s.book.write_entry(job_id, {**entry, "cancelled": True, "cancel_deadline": deadline})
         self.pending[job_id] = (epoch, deadline)
         run = self.s.tenancy.running.get(job_id)
         record = {

@@ -5,7 +5,8 @@ arrive: at-least-once redelivery after a crash or rebalance replays seconds (the
 interval), so remembering decided jobs for `worker.horizon_s` (10 minutes by default) keeps
 every decision idempotent while memory stays flat. Jobs that still hold GPUs are never
 forgotten. Released reservations stay in the table as markers for the same horizon (so a
-rebuild from a stale changelog cannot resurrect them), then are deleted.
+rebuild from a stale changelog cannot resurrect them), then are deleted. The book
+(`streams.scheduler.book`) owns both and does the forgetting.
 """
 
 from __future__ import annotations
@@ -14,12 +15,9 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, MutableSet
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
-
-__all__ = ["DecidedJobs", "ReleasedLog", "forget_epochs", "forget_past_horizon"]
+__all__ = ["DecidedJobs", "ReleasedLog"]
 
 
 class DecidedJobs(MutableSet[str]):
@@ -116,21 +114,3 @@ class ReleasedLog:
 
     def __len__(self) -> int:
         return sum(map(len, self._by_region.values()))
-
-
-def forget_past_horizon(s: Scheduler) -> None:
-    """At every scheduler tick: decided jobs past the horizon (but those holding GPUs) and
-    their epochs, at a cost per job forgotten, never per job remembered."""
-    held = s.state.jobs
-    forget_epochs(s, s.final.expire(keep=lambda job_id: job_id in held))
-
-
-def forget_epochs(s: Scheduler, job_ids: Iterable[str]) -> None:
-    """Drop the epochs of `job_ids` no table remembers any more; a full sweep only once stale
-    entries (a job that left the queue without a decision) outnumber the rest."""
-    keep = (s.final, s.queue, s.reservations)
-    for job_id in job_ids:
-        if not any(job_id in t for t in keep):
-            s.epochs.pop(job_id, None)
-    if len(s.epochs) > 2 * sum(map(len, keep)) + 10_000:
-        s.epochs = {j: e for j, e in s.epochs.items() if any(j in t for t in keep)}

@@ -1,115 +1,30 @@
-"""What becomes of a placement attempt: committed (reserved, booked, PLACED), forwarded to the
-next candidate region, queued (after looking for victims), held for a green window, or
-REJECTED with every reason. Each returns the messages to send; `Scheduler.place` chooses.
+"""What becomes of a placement attempt the placer refused: forwarded to the next candidate
+region, queued (after looking for victims), held for a green window, or REJECTED with every
+reason. Each returns the messages to send; `Scheduler.place` chooses. A placement that fits
+is committed by `streams.scheduler.placements.commit`.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
-from scorer import JobSpec, PlacementResult, ReservationError
-from scorer.network import job_flows
-from streams.bandwidth import flow_records
+from scorer import JobSpec, PlacementResult
 from streams.convert import decision_record, job_spec
 from streams.outbox import Outgoing, new_event_id, outgoing
-from streams.speed_order import done_s
+from streams.scheduler.placements import us_since
 from streams.tenancy import CAPACITY
-from streams.waiting import annotate, final_id
+from streams.waiting import final_id
 
 if TYPE_CHECKING:
     from streams.scheduling import Scheduler
 
-__all__ = ["commit", "final_decision", "forecast_gate", "refused", "routed_message", "us_since"]
+__all__ = ["final_decision", "forecast_gate", "refused", "routed_message", "us_since"]
 
 log = logging.getLogger(__name__)
 TRIED_ONCE = "no free capacity now; tried once (try_once), so refused"
-
-
-def commit(
-    s: Scheduler,
-    routed: Mapping[str, Any],
-    result: PlacementResult,
-    started_ns: int,
-    *,
-    note: str = "",
-) -> Outgoing | None:
-    job = routed["job"]
-    job_id = job["job_id"]
-    try:
-        s.state.reserve(job_id, result.assignments)
-    except ReservationError as exc:  # the scorer proposed something no longer free
-        log.error("reservation refused job_id=%s: %s", job_id, exc)
-        return None
-    epoch, now = s.epoch_of(routed), s.clock()
-    record = decision_record(
-        job,
-        "PLACED",
-        event_id=final_id(job_id, "final", epoch),
-        ts=now,
-        submitted_ts=int(routed["submitted_ts"]),
-        attempt=int(routed["attempt"]),
-        worker_us=int(routed.get("worker_us", 0)) + us_since(started_ns),
-        result=result,
-        reasons=[note] if note else None,
-    )
-    spec = s.spec_of(routed)
-    restore_s = restore_s_of(s, routed)
-    run = s.tenancy.record(
-        spec, record["region"], result.gpu_model, now_ms=now,
-        expected_s=result.expected_duration_s, epoch=epoch, restore_s=restore_s,
-    )  # fmt: skip
-    annotate(record, routed, run.class_name)
-    s.reservations[job_id] = {
-        "region": record["region"],
-        "assignments": record["assignments"],
-        "gpu_model": record["gpu_model"],
-        "released": False,
-        "epoch": epoch,
-        "routed": {k: v for k, v in routed.items() if not k.startswith("_")},
-        "tenancy": run.to_entry(),
-        "flows": placed_flows(s, spec, result),
-        "placed_ts": record["ts"],
-        "started_ms": int(record["ts"]),
-        "speed": float(record.get("expected_throughput") or 0.0),
-        "done_s": done_s(routed),
-        "restore_s": restore_s,  # the re-planner counts progress from the end of it
-    }
-    s.queue.pop(job_id, None)
-    s.queue_why.pop(job_id, None)
-    s.final.add(job_id)
-    s.epochs[job_id] = epoch
-    s.tenancy.done_waiting(job_id)
-    if s.replanner is not None:
-        s.replanner.started(job_id, record["region"])
-        s.replanner.drop_room(job_id)
-    return outgoing(
-        DECISIONS_PLACEMENT,
-        job_id,
-        record,
-        region=record["region"],
-        partition_of=s.partition_of,
-    )
-
-
-def restore_s_of(s: Scheduler, routed: Mapping[str, Any]) -> float:
-    """A job that kept work from an earlier epoch resumes from its checkpoint: it reloads
-    it first (`ReplanConfig.restore_s`, what the executor charges), then computes."""
-    resumes = done_s(routed) > 0 or float(routed.get("progress") or 0.0) > 0
-    return s.replan.restore_s if resumes else 0.0
-
-
-def placed_flows(s: Scheduler, spec: JobSpec, result: PlacementResult) -> list[dict[str, Any]]:
-    """A placed job's cross-region flows, noted in the network view (for the placer's
-    link estimates and the bandwidth processor) and returned for the reservation table."""
-    if s.network is None:
-        return []
-    flows = job_flows(spec, s.state, result.assignments, s.network.settings)
-    s.network.note_placed(spec.job_id, flows)
-    return flow_records(flows)
 
 
 def refused(
@@ -199,7 +114,7 @@ def final_decision(
     """A final decision; `wait_reason` on a REJECTED one tried once says it found no room now
     (CAPACITY, QUOTA) rather than that it could never fit (empty)."""
     job_id = job["job_id"]
-    s.final.add(job_id)
+    s.book.decide(job_id)
     record = decision_record(
         job,
         outcome,
@@ -250,7 +165,7 @@ def hold(
 ) -> Outgoing:
     """Queue a deferrable job in its region until `until_ms` (retry_queue releases it)."""
     job, region = routed["job"], routed["region"]
-    s.queue[job["job_id"]] = {**routed, "queued_ts": s.clock(), "hold_until": until_ms}
+    s.book.wait(job["job_id"], {**routed, "queued_ts": s.clock(), "hold_until": until_ms})
     record = decision_record(
         job,
         "QUEUED",
@@ -277,7 +192,3 @@ def merge_counts(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
     for key, value in b.items():
         out[key] = out.get(key, 0) + int(value)
     return out
-
-
-def us_since(started_ns: int) -> int:
-    return (time.perf_counter_ns() - started_ns) // 1000

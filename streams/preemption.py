@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from infra.topics import DECISIONS_PREEMPTION
-from scorer import Assignment, JobSpec, PlacementResult, ReservationError
+from scorer import Assignment, JobSpec, PlacementResult
 from scorer.holds import preemptor_hold
 from scorer.tenancy import RECLAIM, Candidate, JobPriority, VictimPlan
 from streams import quota_holds
@@ -110,13 +110,14 @@ class Preemptions:
             "since_ms": now,
         }
         entry = {k: v for k, v in routed.items() if k != "_retry"}
-        s.queue[job_id] = {
+        waiting = {
             **entry,
             "region": region,
             "queued_ts": int(routed.get("queued_ts") or now),
             "prio": prio.value,
             "preempting": pending,
         }
+        s.book.wait(job_id, waiting)
         claim = s.tenancy.record(
             spec, region, target.gpu_model, now_ms=now, expected_s=None, epoch=s.epoch_of(routed)
         )
@@ -181,8 +182,8 @@ class Preemptions:
     # ---- holding and completing ---------------------------------------------------------
     def _rehold(self, job_id: str) -> None:
         """Hold the target GPUs that are free now (victims' GPUs join as they are released)."""
-        st = self.s.state
-        st.release(preemptor_hold(job_id).key)
+        st, hold = self.s.state, preemptor_hold(job_id)
+        self.s.book.release_hold(hold)
         entry = self.s.queue.get(job_id) or {}
         pending = entry.get("preempting")
         if not pending:
@@ -197,11 +198,8 @@ class Preemptions:
                 take = min(a.gpu_milli, int(st.free_milli[slot, g]))
                 if take > 0:
                     parts.append(Assignment(a.node_id, (g,), take))
-        if parts:
-            try:
-                st.reserve(preemptor_hold(job_id).key, parts)
-            except ReservationError as exc:  # cannot happen: only free milli is taken
-                log.error("hold refused job_id=%s: %s", job_id, exc)
+        if parts:  # cannot be refused: only free milli is taken
+            self.s.book.hold(hold, parts)
 
     def on_gone(self, victim: str) -> list[Outgoing]:
         """A victim stopped (evicted, finished, failed or forced): maybe place its preemptor."""
@@ -211,7 +209,7 @@ class Preemptions:
             return []
         pending = entry["preempting"]
         gone = sorted({*pending["gone"], victim})
-        self.s.queue[preemptor] = {**entry, "preempting": {**pending, "gone": gone}}
+        self.s.book.wait(preemptor, {**entry, "preempting": {**pending, "gone": gone}})
         self._rehold(preemptor)
         if set(gone) >= set(pending["victims"]):
             return self._complete(preemptor)
@@ -221,12 +219,12 @@ class Preemptions:
         """Every victim is gone: release the hold and place the preemptor like any job."""
         entry = self.s.queue[job_id]
         victims = ", ".join(entry["preempting"]["victims"])
-        self.s.state.release(preemptor_hold(job_id).key)
+        self.s.book.release_hold(preemptor_hold(job_id))
         self.s.tenancy.claims.pop(job_id, None)
         for victim in entry["preempting"]["victims"]:
             self.targeted.pop(victim, None)
         routed = {k: v for k, v in entry.items() if k != "preempting"}
-        self.s.queue[job_id] = routed
+        self.s.book.wait(job_id, routed)
         placed = self.s.place_waiting(routed, note=f"placed after preempting {victims}")
         if not placed:
             log.warning("preemptor not placed after its victims left job_id=%s", job_id)
@@ -308,7 +306,7 @@ class Preemptions:
             )
             if gone != sorted(pending["gone"]):
                 entry = {**entry, "preempting": {**pending, "gone": gone}}
-                self.s.queue[job_id] = entry
+                self.s.book.wait(job_id, entry)
             for victim in pending["victims"]:
                 if victim not in gone:
                     self.targeted[victim] = job_id

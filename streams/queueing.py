@@ -281,11 +281,11 @@ def _holding(s: Scheduler, hold: GangHold) -> Iterator[None]:
         if free:
             parts.append(Assignment(node, free))
     if parts:
-        s.state.reserve(backfill_hold().key, parts)
+        s.book.hold(backfill_hold(), parts)
     try:
         yield
     finally:
-        s.state.release(backfill_hold().key)
+        s.book.release_hold(backfill_hold())
 
 
 def reserve(s: Scheduler, routed: Mapping[str, Any], region: str) -> GangHold | None:

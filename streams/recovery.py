@@ -27,8 +27,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streams.bandwidth import flows_from_records
+from streams.convert import parse_assignments
 from streams.job_end import end_rule, split_kind
-from streams.lifecycle import released_marker
+from streams.scheduler.book import forget_regions
+from streams.scheduler.placements import released_marker
 from streams.tenancy import Running
 
 if TYPE_CHECKING:
@@ -75,8 +77,7 @@ def rebuild_tables(
     """`ended`: job_id -> {epoch: (kind, written ms)} (`streams.ledger`), or {epoch: kind}
     where write times are unknown; `owns(region)`: whether this worker holds the region;
     `trimmed_ms`: decisions written before it may be missing from `logged`."""
-    for job_id in list(s.state.jobs):
-        s.state.release(job_id)
+    s.book.clear_arrays()
     for record in s.nodes.values():
         s.restore_node(record)
     now = s.clock()
@@ -103,15 +104,7 @@ def _end(ends: Mapping[int, Any], epoch: int, placed_ts: Any) -> str | None:
 
 def _decided(s: Scheduler, job_id: str, epoch: int, written_ms: int) -> None:
     """`job_id` was decided at `epoch`, `written_ms` ago as the scheduler's clock goes."""
-    s.final.add(job_id, age_s=max(0, s.clock() - written_ms) / 1000)
-    s.epochs[job_id] = max(s.epochs.get(job_id, 0), epoch)
-
-
-def _announced(s: Scheduler, job_id: str, epoch: int) -> bool:
-    current = s.epochs.get(job_id)
-    if current is None:
-        return False
-    return current > epoch or (current == epoch and job_id in s.final)
+    s.book.decide(job_id, epoch=epoch, age_s=max(0, s.clock() - written_ms) / 1000)
 
 
 def _entry(
@@ -122,15 +115,15 @@ def _entry(
     trimmed_ms: int = 0,
 ) -> None:
     epoch, placed = int(entry.get("epoch") or 0), int(entry.get("placed_ts") or 0)
-    if not _announced(s, job_id, epoch) and placed < trimmed_ms:
+    if not s.book.announced(job_id, epoch) and placed < trimmed_ms:
         log.warning("placement older than the decision log's start, kept as the table has it "
                     "job_id=%s epoch=%d", job_id, epoch)  # fmt: skip
         _decided(s, job_id, epoch, placed)
-    if not _announced(s, job_id, epoch):
-        del s.reservations[job_id]
+    if not s.book.announced(job_id, epoch):
+        s.book.drop_entry(job_id)
         routed = entry.get("routed")
         if routed and job_id not in s.queue:
-            s.queue[job_id] = {**routed, "queued_ts": routed.get("queued_ts") or s.clock()}
+            s.book.wait(job_id, {**routed, "queued_ts": routed.get("queued_ts") or s.clock()})
             log.info("placement never announced, requeued job_id=%s epoch=%d", job_id, epoch)
         return
     end = _end(ended, epoch, entry.get("placed_ts"))
@@ -138,15 +131,27 @@ def _entry(
         kind, cause = split_kind(end or "")
         routed = entry.get("routed")
         rule = end_rule(kind, cause, routed, cancelled=bool(entry.get("cancelled")))
-        if not entry.get("released"):
-            s.reservations[job_id] = released_marker(entry, "" if rule.requeue else rule.state)
-        s.released.add(entry["region"], [job_id])
+        marker = (
+            None
+            if entry.get("released")
+            else released_marker(entry, "" if rule.requeue else rule.state)
+        )
+        s.book.note_released(job_id, entry["region"], marker)
         waits = s.epochs.get(job_id) != epoch or job_id in s.queue  # requeued already
         if end and rule.requeue and routed and not waits:
             _requeue(s, job_id, entry, routed, counted=rule.counted)
         return
-    s.reserve_quietly(job_id, entry["assignments"])
+    _hold_again(s, job_id, entry["assignments"])
     s.tenancy.running[job_id] = _running(s, job_id, entry)
+
+
+def _hold_again(s: Scheduler, job_id: str, assignments: Any) -> None:
+    try:
+        parts = parse_assignments(assignments)
+    except KeyError as exc:
+        log.warning("cannot restore reservation job_id=%s: %s", job_id, exc)
+        return
+    s.book.restore_placement(job_id, parts)
 
 
 def _requeue(
@@ -158,7 +163,7 @@ def _requeue(
     counted: bool = False,
 ) -> None:
     epoch = int(entry.get("epoch") or 0)
-    s.queue[job_id] = {
+    waiting = {
         **routed,
         "epoch": epoch + 1,
         "queued_ts": s.clock(),
@@ -168,8 +173,8 @@ def _requeue(
         "evictions": int(routed.get("evictions") or 0) + 1,
         "failures": int(routed.get("failures") or 0) + int(counted),
     }
-    s.epochs[job_id] = epoch + 1
-    s.final.discard(job_id)
+    s.book.wait(job_id, waiting)
+    s.book.reopen(job_id, epoch + 1)
     log.info("evicted (or failed) job requeued at rebuild job_id=%s epoch=%d", job_id, epoch + 1)
 
 
@@ -185,7 +190,7 @@ def _logged(
     end = _end(ended, epoch, decision.get("ts"))
     kind, cause = split_kind(end or "")
     rule = end_rule(kind, cause, None)
-    s.reservations[job_id] = {
+    entry = {
         "region": decision["region"],
         "assignments": decision["assignments"],
         "gpu_model": decision.get("gpu_model"),
@@ -194,10 +199,11 @@ def _logged(
         "placed_ts": decision.get("ts"),
     } | ({"ended": rule.state} if end is not None and not rule.requeue else {})
     if end is None:
-        s.reserve_quietly(job_id, decision["assignments"])
+        s.book.write_entry(job_id, entry)
+        _hold_again(s, job_id, decision["assignments"])
         s.tenancy.running[job_id] = _from_decision(s, job_id, decision)
         return
-    s.released.add(decision["region"], [job_id])
+    s.book.note_released(job_id, decision["region"], entry)
     if kind == "EVICTED" and job_id not in s.queue:
         log.error("evicted job has no record to requeue job_id=%s epoch=%d", job_id, epoch)
 
@@ -206,10 +212,9 @@ def _queue(s: Scheduler) -> None:
     for job_id, entry in list(s.queue.items()):
         epoch = int(entry.get("epoch") or 0)
         if job_id in s.final and s.epochs.get(job_id, 0) >= epoch:
-            del s.queue[job_id]  # decided at this epoch already
+            s.book.unwait(job_id)  # decided at this epoch already
         else:
-            s.final.discard(job_id)
-            s.epochs[job_id] = max(s.epochs.get(job_id, 0), epoch)
+            s.book.reopen(job_id, max(s.book.epoch(job_id), epoch))
 
 
 def _running(s: Scheduler, job_id: str, entry: Mapping[str, Any]) -> Running:
@@ -251,14 +256,8 @@ def _from_decision(s: Scheduler, job_id: str, decision: Mapping[str, Any]) -> Ru
 def forget_unowned(s: Scheduler, owns: Callable[[str], bool]) -> list[str]:
     """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
     from memory only (the owner recovers them from the changelog); the nodes dropped."""
-    for table in (s.nodes, s.reservations, s.queue):
-        gone = [k for k, v in table.items() if not owns(str(v.get("region") or ""))]
-        forget = getattr(table, "forget_local", None)  # a RegionTable: no tombstones
-        if forget is not None:
-            forget(gone)
-        else:
-            for key in gone:
-                table.pop(key, None)
+    forget_regions(s.nodes, owns)
+    s.book.forget_unowned(owns)
     dropped = [n.node_id for n in s.state.nodes if not owns(n.region)]
     for node_id in dropped:
         s.state.remove_node(node_id)

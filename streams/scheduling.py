@@ -43,24 +43,25 @@ from scorer import (
     JobSpec,
     PlacementResult,
     Placer,
-    ReservationError,
 )
 from scorer.replan import ReplanConfig, Waiting
 from scorer.tenancy import TenancyPolicy
 from streams.cancel import Cancels
 from streams.clock import Clock, as_clock
-from streams.convert import job_spec, node_spec, parse_assignments
+from streams.convert import job_spec, node_spec
 from streams.fairness import WithinOrder
-from streams.horizon import DecidedJobs, ReleasedLog, forget_past_horizon
+from streams.horizon import DecidedJobs, ReleasedLog
 from streams.lifecycle import force_evict, on_job_event
 from streams.outbox import Outgoing
-from streams.outcomes import commit, forecast_gate, refused
+from streams.outcomes import forecast_gate, refused
 from streams.preemption import Preemptions
 from streams.proposals import propose, restrict
 from streams.queueing import respect_reservation, retry_region
 from streams.recovery import rebuild_state
 from streams.replanning import Replanner
 from streams.routing import region_views, reject_invalid, route
+from streams.scheduler.book import Book
+from streams.scheduler.placements import commit
 from streams.speed_order import ORDERS, order_waiting
 from streams.tenancy import Tenancy
 from streams.ticks import after_release, tick_messages, tick_passes
@@ -105,13 +106,12 @@ class Scheduler:
         # preempting, never moved), as the FGD paper's experiment tries each task once
         self.try_once = try_once
         self.placer = placer
-        self.reservations = reservations
-        self.queue = queue
+        # the only writer of reservations, queue, decided jobs, epochs and holds
+        self.book = Book(state, reservations, queue, horizon_s)
+        # the book's two tables, to read (the re-planner's `SchedulerParts` names them)
+        self.reservations, self.queue = self.book.reservations, self.book.queue
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
-        self.final = DecidedJobs(horizon_s)  # decided at their current epoch
-        self.epochs: dict[str, int] = {}  # job -> current epoch (absent: 0)
-        self.released = ReleasedLog(horizon_s)
         # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
         self.routed_attempts: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
@@ -141,6 +141,20 @@ class Scheduler:
         self.replanner = Replanner(self, self.moves, self.replan) if replanning else None
         # forecast headroom and green deferral (streams.deferral.ForecastUse); None: off
         self.forecasts: ForecastUse | None = None
+
+    # -- the book's state, to read (`streams.scheduler.book` writes it) --------------------------
+
+    @property
+    def final(self) -> DecidedJobs:
+        return self.book.final
+
+    @property
+    def epochs(self) -> Mapping[str, int]:
+        return self.book.epochs
+
+    @property
+    def released(self) -> ReleasedLog:
+        return self.book.released
 
     # -- recovery -----------------------------------------------------------------------------
 
@@ -182,12 +196,6 @@ class Scheduler:
         would decide a RoutedJob its predecessor had already forwarded to another region.
         """
         self.routed_attempts = {j: a for j, a in attempts.items() if j not in self.final}
-
-    def reserve_quietly(self, job_id: str, assignments: Any) -> None:
-        try:
-            self.state.reserve(job_id, parse_assignments(assignments))
-        except (ReservationError, KeyError) as exc:
-            log.warning("cannot restore reservation job_id=%s: %s", job_id, exc)
 
     def restore_node(self, record: Mapping[str, Any]) -> None:
         self.state.upsert_node(node_spec(record))
@@ -380,7 +388,7 @@ class Scheduler:
         moves not confirmed in time and looks for running jobs a faster free GPU suits
         (`streams.ticks`). Then what the horizon no longer needs is forgotten."""
         out = tick_passes(self, now_ms, regions)
-        forget_past_horizon(self)
+        self.book.forget_past_horizon()
         self._waiting_known = {k: w for k, w in self._waiting_known.items() if k[0] in self.queue}
         self.queue_why = {j: w for j, w in self.queue_why.items() if j in self.queue}
         return out

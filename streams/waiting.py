@@ -39,7 +39,7 @@ def enqueue(s: Scheduler, routed: Mapping[str, Any], code: str, reason: str) -> 
         "queued_ts": int(routed.get("queued_ts") or s.clock()),
         "prio": prio.value if not isinstance(prio, str) else spec.priority,
     }
-    s.queue[spec.job_id] = entry
+    s.book.wait(spec.job_id, entry)
     s.tenancy.wait(spec.job_id, code, reason)
     return queued_decision(s, entry, code, reason)
 
