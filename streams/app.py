@@ -44,16 +44,16 @@ from scorer.network import NetworkView
 from streams.bandwidth import BandwidthProcessor
 from streams.bandwidth_agents import register_bandwidth
 from streams.batching import batches
-from streams.cancel_agent import register_cancel
 from streams.clock import EventClock, WallClock
-from streams.deferral import ForecastBook, ForecastUse
 from streams.history_process import HistoryProcess
 from streams.metrics_page import register_metrics_page
 from streams.ownership import Ownership, region_table
 from streams.pages import register_pages
-from streams.regions import RemoteRegions
 from streams.runtime import Runtime
-from streams.scheduling import Scheduler
+from streams.scheduler.cancel_agent import register_cancel
+from streams.scheduler.core import Scheduler
+from streams.scheduler.deferral import ForecastBook, ForecastUse
+from streams.scheduler.regions import RemoteRegions
 from streams.service_agents import register_services
 from streams.telemetry_agent import register_telemetry
 from streams.timers import register_timers, watch_broker, watch_history

@@ -33,8 +33,8 @@ from scorer.network import (
     QuotaChange,
     QuotaLedger,
 )
-from streams.job_end import ENDS
 from streams.outbox import Outgoing, new_event_id, outgoing
+from streams.scheduler.job_end import ENDS
 
 __all__ = ["BandwidthProcessor", "flow_records", "flows_from_records"]
 

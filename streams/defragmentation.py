@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from scorer import Assignment, JobSpec
 from scorer.replan import Statement, free_node_for, movable
-from streams.convert import job_spec
 from streams.outbox import Outgoing
+from streams.scheduler.convert import job_spec
 
 if TYPE_CHECKING:
     from streams.replanning import Replanner

@@ -13,10 +13,10 @@ import numpy as np
 
 from infra.topics import DECISIONS_MIGRATION, REGION_STATE
 from scorer.holds import HOLD_PREFIX as HOLD
-from streams.convert import assignment_records, node_spec
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
-from streams.protection import CORDON_KEY, Protection
-from streams.scheduling import Scheduler
+from streams.scheduler.convert import assignment_records, node_spec
+from streams.scheduler.core import Scheduler
+from streams.scheduler.protection import CORDON_KEY, Protection
 from streams.telemetry_reports import Reports
 
 __all__ = ["FleetTracker"]

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from scorer import ReservationError
 from scorer.replan import MoveProposal, ReplanConfig, RunningJob, hold_key
-from streams.convert import assignment_records, job_spec, parse_assignments
 from streams.outbox import new_event_id
+from streams.scheduler.convert import assignment_records, job_spec, parse_assignments
 
 if TYPE_CHECKING:
     from streams.replanning import Replanner

@@ -14,9 +14,9 @@ from scorer.holds import HOLD_PREFIX as HOLD
 from streams.activity import register_activity_page
 from streams.consumer_state import consumer_state
 from streams.job_views import job_view, jobs_view
-from streams.plan import register_plan_page
 from streams.queue_view import queue_snapshot
 from streams.runtime import Runtime
+from streams.scheduler.plan import register_plan_page
 
 __all__ = ["register_pages"]
 

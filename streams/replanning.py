@@ -37,7 +37,6 @@ from scorer.replan import (
     next_checkpoint_ms,
 )
 from streams.clock import Clock
-from streams.convert import parse_assignments
 from streams.defragmentation import SPREAD_GAIN, defragment, drop_room, hold_room, room_ready
 from streams.migrations import (
     migration_record,
@@ -47,9 +46,10 @@ from streams.migrations import (
     running_job,
 )
 from streams.outbox import Outgoing, outgoing
+from streams.scheduler.convert import parse_assignments
 
 if TYPE_CHECKING:
-    from streams.tenancy import Tenancy
+    from streams.scheduler.tenancy import Tenancy
 
 __all__ = ["SPREAD_GAIN", "Replanner", "SchedulerParts"]
 

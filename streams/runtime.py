@@ -19,7 +19,6 @@ from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_ROUTED, NODE_INVE
 from schemas import Codec, CodecError
 from scorer.errors import GpuflowError
 from streams.activity import Activity
-from streams.admission import VERIFIED_TENANT, Admission
 from streams.consumer_state import StallWatch
 from streams.fleet import FleetTracker
 from streams.ledger_snapshot import LedgerKeeper
@@ -28,9 +27,10 @@ from streams.metrics_page import note_sent
 from streams.outbox import Outgoing
 from streams.ownership import Ownership
 from streams.prometheus import METRICS, record_dead_letter
-from streams.regions import RemoteRegions
-from streams.scheduling import Scheduler
-from streams.validation import Rules, joined, problems
+from streams.scheduler.admission import VERIFIED_TENANT, Admission
+from streams.scheduler.core import Scheduler
+from streams.scheduler.regions import RemoteRegions
+from streams.scheduler.validation import Rules, joined, problems
 from streams.webui import RecentDecisions
 
 if TYPE_CHECKING:

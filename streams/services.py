@@ -49,7 +49,7 @@ from streams.service_replicas import Replica, job_record_of, replicas_of
 
 if TYPE_CHECKING:
     from schemas.signing import Signer
-    from streams.scheduling import Scheduler
+    from streams.scheduler.core import Scheduler
 
 __all__ = ["Autoscaler", "ServiceBook", "parse_replica_id", "zone_name"]
 

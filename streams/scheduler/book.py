@@ -6,7 +6,7 @@ waiting), the jobs decided at their current epoch (`DecidedJobs`), every job's e
 released log the horizon reads. Everything else reads these and changes them through the
 methods below: a placement through a `Statement` (reserve and hold tentatively, then commit
 or discard as one, as Volcano's Statement does), an end through `release`, which is safe to
-apply twice. Recovery (`streams.recovery`) rebuilds the book through the same methods.
+apply twice. Recovery (`streams.scheduler.recovery`) rebuilds the book through the same methods.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from scorer import Assignment, ClusterState, ReservationError
 from scorer.holds import Hold
-from streams.horizon import DecidedJobs, ReleasedLog
+from streams.scheduler.horizon import DecidedJobs, ReleasedLog
 
 __all__ = ["Book", "Booking", "Statement"]
 
@@ -137,7 +137,7 @@ class Book:
         self.final.discard(job_id)
         self.epochs[job_id] = epoch
 
-    # ---- memory bound (`streams.horizon`) ----------------------------------------------------
+    # ---- memory bound (`scheduler.horizon`) ----------------------------------------------------
     def forget_past_horizon(self) -> None:
         """Decided jobs past the horizon (but those holding GPUs) and their epochs."""
         held = self.state.jobs

@@ -16,15 +16,15 @@ from infra.topics import DECISIONS_PLACEMENT
 from scorer import JobSpec, PlacementResult
 from scorer.network import job_flows
 from streams.bandwidth import flow_records
-from streams.convert import decision_record
-from streams.job_end import EndRule
 from streams.outbox import Outgoing, outgoing
-from streams.speed_order import done_s
-from streams.tenancy import CAPACITY
-from streams.waiting import annotate, final_id
+from streams.scheduler.convert import decision_record
+from streams.scheduler.job_end import EndRule
+from streams.scheduler.speed_order import done_s
+from streams.scheduler.tenancy import CAPACITY
+from streams.scheduler.waiting import annotate, final_id
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Commits
 
 __all__ = [
     "MARKER_FIELDS",
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 def commit(
-    s: Scheduler,
+    s: Commits,
     routed: Mapping[str, Any],
     result: PlacementResult,
     started_ns: int,
@@ -105,20 +105,20 @@ def commit(
     )
 
 
-def observe_committed(s: Scheduler, spec: JobSpec) -> None:
+def observe_committed(s: Commits, spec: JobSpec) -> None:
     """The one place a committed placement is shown to the placer (the job mix that
     fragmentation scores learn from belongs here, not in scoring: issue 34 part 4). Nothing
     observes yet: today the fragmentation score still learns while it scores."""
 
 
-def restore_s_of(s: Scheduler, routed: Mapping[str, Any]) -> float:
+def restore_s_of(s: Commits, routed: Mapping[str, Any]) -> float:
     """A job that kept work from an earlier epoch resumes from its checkpoint: it reloads
     it first (`ReplanConfig.restore_s`, what the executor charges), then computes."""
     resumes = done_s(routed) > 0 or float(routed.get("progress") or 0.0) > 0
     return s.replan.restore_s if resumes else 0.0
 
 
-def placed_flows(s: Scheduler, spec: JobSpec, result: PlacementResult) -> list[dict[str, Any]]:
+def placed_flows(s: Commits, spec: JobSpec, result: PlacementResult) -> list[dict[str, Any]]:
     """A placed job's cross-region flows, noted in the network view (for the placer's
     link estimates and the bandwidth processor) and returned for the reservation table."""
     if s.network is None:
@@ -129,7 +129,7 @@ def placed_flows(s: Scheduler, spec: JobSpec, result: PlacementResult) -> list[d
 
 
 def end_placement(
-    s: Scheduler,
+    s: Commits,
     job_id: str,
     entry: Mapping[str, Any],
     evicted: Mapping[str, Any] | None,
@@ -175,14 +175,14 @@ def job_of(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def requeue(
-    s: Scheduler,
+    s: Commits,
     job_id: str,
     entry: Mapping[str, Any],
     event: Mapping[str, Any],
     *,
     counted: bool = False,
 ) -> list[Outgoing]:
-    """An evicted (or failed, `streams.job_end`) placement's job waits again at the next
+    """An evicted (or failed, `streams.scheduler.job_end`) placement's job waits again at the next
     epoch, with its progress; `counted`: the failure uses one of its retries."""
     epoch = int(entry.get("epoch") or 0)
     routed = entry.get("routed")

@@ -16,7 +16,7 @@ from gpuflow.render import advisory_line, preemption_line
 from scorer import ClusterState, Placer
 from scorer.tenancy import parse_policy
 from streams.queue_view import queue_snapshot
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 runner = CliRunner()
 POLICY = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from scorer import ClusterState, Placer
-from streams.horizon import DecidedJobs, ReleasedLog
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
+from streams.scheduler.horizon import DecidedJobs, ReleasedLog
 
 
 class Clock:

@@ -20,9 +20,9 @@ from scorer import ClusterState, Placer
 from streams.activity import Activity
 from streams.fleet import FleetTracker
 from streams.history_telemetry import TelemetryLane
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
+from streams.scheduler.validation import Rules, problems
 from streams.telemetry_reports import Reports, acceptable
-from streams.validation import Rules, problems
 
 CODEC = SingleObjectCodec()
 NOW = int(time.time() * 1000)

@@ -6,7 +6,7 @@ Policy is `scorer.tenancy` (pure); this module keeps the state it needs and asks
   - usage per (tenant, region, GPU class), preemptors already promised GPUs included;
   - the admission gate: which GPU classes a job may use under its quota (within nominal
     first, then borrowing), or why it must wait;
-  - the queue order of a region (`streams.fairness`): tenants by weighted DRF share, within a
+  - the queue order of a region (`scheduler.fairness`): tenants by weighted DRF share, within a
     tenant by `within_order` (default: priority, then age);
   - why each waiting job waits (QUOTA, CAPACITY, GANG_RESERVATION, BACKFILL, PREEMPTING,
     ALLOWANCE, QUOTA_RESERVATION), for `gpuflow queue`.
@@ -34,8 +34,8 @@ from scorer.tenancy import (
     nominal_of,
     resolve_priority,
 )
-from streams.fairness import QUEUE_DEPTH, FairOrder, WithinOrder, priority_then_age
-from streams.running_book import RunningBook
+from streams.scheduler.fairness import QUEUE_DEPTH, FairOrder, WithinOrder, priority_then_age
+from streams.scheduler.running_book import Running, RunningBook
 
 __all__ = [
     "ALLOWANCE",
@@ -54,60 +54,6 @@ QUOTA, CAPACITY, GANG_RESERVATION = "QUOTA", "CAPACITY", "GANG_RESERVATION"
 BACKFILL, PREEMPTING, ALLOWANCE = "BACKFILL", "PREEMPTING", "ALLOWANCE"
 QUOTA_RESERVATION = "QUOTA_RESERVATION"  # would delay the tenant's head job's quota
 MILLI = 1000
-
-
-@dataclass(frozen=True)
-class Running:
-    """One held placement, as tenancy sees it."""
-
-    job_id: str
-    tenant: str
-    region: str
-    gpu_class: str
-    priority: int
-    class_name: str
-    preemptible: bool
-    protected: bool  # runs non-preemptible on the tenant's allowance
-    milli: int  # GPUs held, in milli
-    gpus: int
-    cpu_milli: int
-    memory_mib: int
-    started_ms: int
-    expected_end_ms: float  # inf: unknown
-    checkpoint_ms: int  # last checkpoint (the start of this epoch restores from one)
-    checkpoint_interval_s: int
-    epoch: int = 0
-    restore_s: float = 0.0  # a resumed epoch reloads its checkpoint this long before computing
-
-    def last_checkpoint(self, now_ms: int) -> int:
-        """Latest checkpoint: reported, or periodic every declared interval of compute, which
-        begins once the restore is over (a resumed job's periodic checkpoints start late)."""
-        computing = self.started_ms + round(self.restore_s * 1000)
-        last = max(self.checkpoint_ms, min(now_ms, computing))  # nothing computed: nothing lost
-        if self.checkpoint_interval_s > 0 and now_ms > computing:
-            period = self.checkpoint_interval_s * 1000
-            last = max(last, computing + (now_ms - computing) // period * period)
-        return last
-
-    def unsaved_s(self, now_ms: int) -> float:
-        return max(0.0, (now_ms - self.last_checkpoint(now_ms)) / 1000)
-
-    def to_entry(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in _RUNNING_FIELDS}  # all plain values
-        out["expected_end_ms"] = None if math.isinf(self.expected_end_ms) else self.expected_end_ms
-        return out
-
-    @classmethod
-    def from_entry(cls, data: Mapping[str, Any]) -> Running:
-        values: dict[str, Any] = {
-            f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data
-        }
-        end = values.get("expected_end_ms")
-        values["expected_end_ms"] = math.inf if end is None else float(end)
-        return cls(**values)
-
-
-_RUNNING_FIELDS = tuple(f.name for f in dataclasses.fields(Running))
 
 
 @dataclass(frozen=True)
@@ -135,15 +81,17 @@ class Tenancy:
         self.running = RunningBook()
         self.claims: dict[str, Running] = {}  # preemptors: GPUs promised, not yet placed
         self.waits: dict[str, tuple[str, str]] = {}  # job_id -> (code, one line)
-        self.reservations: dict[str, Any] = {}  # region -> GangHold (streams.queueing)
-        # region -> tenant -> QuotaReservation (streams.quota_holds)
+        self.reservations: dict[str, Any] = {}  # region -> GangHold (streams.scheduler.queueing)
+        # region -> tenant -> QuotaReservation (streams.scheduler.quota_holds)
         self.quota_reservations: dict[str, dict[str, Any]] = {}
         # victims of pending preemptions (-> their preemptor): committed to leave, so their
         # GPUs count for their preemptor's claim, not for them (kept by `Preemptions`)
         self.leaving: Mapping[str, str] = {}
         self._memo: dict[Any, Any] | None = None  # within one pass (`one_pass`)
         self.version = 0  # bumps whenever a placement is booked or forgotten
-        self.queue_depth = QUEUE_DEPTH  # jobs per tenant a pass orders (`streams.fairness`)
+        self.queue_depth = (
+            QUEUE_DEPTH  # jobs per tenant a pass orders (`streams.scheduler.fairness`)
+        )
 
     @contextlib.contextmanager
     def one_pass(self) -> Iterator[None]:
@@ -371,7 +319,7 @@ class Tenancy:
         return {tenant: np.array(acc, float) for tenant, acc in sums.items()}
 
     def fair_order(self, region: str, waiting: Sequence[Mapping[str, Any]]) -> FairOrder:
-        """Waiting jobs of a region in fair order (`streams.fairness`)."""
+        """Waiting jobs of a region in fair order (`streams.scheduler.fairness`)."""
         return FairOrder.of(
             waiting, self.within_order, self.shares(region), self.capacity(region),
             self.policy.weight, self.queue_depth,

@@ -9,7 +9,7 @@ An admitted request for a
   - queued job: the job leaves the queue and gets a REJECTED decision "cancelled by ...", a
     final decision in the log, so neither a replayed submission nor a rebuilt worker places it;
   - running job: its reservation entry is marked `cancelled` (so whatever its placement reports
-    next ends it for good, `streams.job_end`) and the executor gets a PreemptionDecision with
+    next ends it for good, `scheduler.job_end`) and the executor gets a PreemptionDecision with
     cause CANCEL and the policy's grace period. The executor reports CANCELLED; if none does by
     the deadline, the worker writes that CANCELLED report itself, as the executor would have,
     and the lifecycle frees the GPUs and the quota as for any end;
@@ -32,11 +32,11 @@ from schemas.registry import EventSchema
 from schemas.signing import Verifier
 from scorer.holds import preemptor_hold
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
-from streams.outcomes import final_decision
+from streams.scheduler.outcomes import final_decision
 from streams.scheduler.placements import job_of
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Cancelling
 
 __all__ = ["CancelOutcome", "Cancels"]
 
@@ -57,7 +57,7 @@ class CancelOutcome:
 class Cancels:
     """The cancel requests of one worker's scheduler, and the deadlines of running ones."""
 
-    def __init__(self, scheduler: Scheduler, verifier: Verifier | None = None) -> None:
+    def __init__(self, scheduler: Cancelling, verifier: Verifier | None = None) -> None:
         self.s = scheduler
         self.verifier = verifier
         self.pending: dict[str, tuple[int, int]] = {}  # job -> (epoch, deadline ms)

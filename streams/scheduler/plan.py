@@ -16,9 +16,9 @@ from typing import Any
 from infra.jobspec import job_problems
 from scorer import JobSpec, PlacementResult, memory_need
 from scorer.errors import InvalidSpecError
-from streams.convert import assignment_records, job_spec
-from streams.routing import ranked_regions
-from streams.scheduling import Scheduler
+from streams.scheduler.convert import assignment_records, job_spec
+from streams.scheduler.protocols import Ranks
+from streams.scheduler.routing import ranked_regions
 
 __all__ = ["PLAN_PATH", "plan_job", "register_plan_page"]
 
@@ -26,7 +26,7 @@ PLAN_PATH = "/plan/"
 ALTERNATIVES = 3
 
 
-def plan_job(scheduler: Scheduler, record: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+def plan_job(scheduler: Ranks, record: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
     """(HTTP status, answer) for a JobSubmitted record; nothing is reserved or sent."""
     problems = job_problems(record)
     if problems:
@@ -66,9 +66,7 @@ def _model(choice: Mapping[str, Any] | None) -> set[str]:
     return {str(choice["gpu_model"])} if choice else set()
 
 
-def _first_placement(
-    scheduler: Scheduler, job: JobSpec, regions: list[str]
-) -> dict[str, Any] | None:
+def _first_placement(scheduler: Ranks, job: JobSpec, regions: list[str]) -> dict[str, Any] | None:
     """The worker's own path: regions in the router's order, the first that places wins."""
     for region in regions:
         result = scheduler.placer.place(job, region)
@@ -77,7 +75,7 @@ def _first_placement(
     return None
 
 
-def _not_now(scheduler: Scheduler, job: JobSpec, regions: list[str]) -> str:
+def _not_now(scheduler: Ranks, job: JobSpec, regions: list[str]) -> str:
     """QUEUED when some region could host the job once capacity frees, else REJECTED."""
     for region in regions:
         if not scheduler.placer.place(job, region).never_fits:
@@ -86,7 +84,7 @@ def _not_now(scheduler: Scheduler, job: JobSpec, regions: list[str]) -> str:
 
 
 def _refused(
-    scheduler: Scheduler, job: JobSpec, regions: list[str], placeable: set[str]
+    scheduler: Ranks, job: JobSpec, regions: list[str], placeable: set[str]
 ) -> dict[str, str]:
     """For each GPU model that can take the job nowhere now, the first reason it gives (in the
     router's best region that has the model). Models outside `allowed_gpu_models` are left out."""
@@ -107,7 +105,7 @@ def _refused(
     return dict(sorted(reasons.items()))
 
 
-def _option(scheduler: Scheduler, job: JobSpec, result: PlacementResult) -> dict[str, Any]:
+def _option(scheduler: Ranks, job: JobSpec, result: PlacementResult) -> dict[str, Any]:
     spec = scheduler.state.catalog.get(result.gpu_model or "")
     hours = result.expected_duration_s / 3600 if result.expected_duration_s else None
     return {
@@ -128,7 +126,7 @@ def _option(scheduler: Scheduler, job: JobSpec, result: PlacementResult) -> dict
     }
 
 
-def register_plan_page(app: Any, scheduler: Scheduler) -> None:
+def register_plan_page(app: Any, scheduler: Ranks) -> None:
     """Add POST /plan/ to a Faust app (runs on the event loop: it reads live state)."""
     from faust.web import Request, Response, View
 

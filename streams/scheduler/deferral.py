@@ -93,7 +93,7 @@ class ForecastBook(TopicFollower):
 
 
 class ForecastUse:
-    """What the scheduler asks of the forecasts (duck-typed by `streams.scheduling`)."""
+    """What the scheduler asks of the forecasts (duck-typed by `streams.scheduler.core`)."""
 
     def __init__(
         self,

@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 from infra.jobspec import job_problems
 from scorer import JobSpec, RegionView, rank_regions
-from streams.convert import job_spec
 from streams.outbox import Outgoing, new_event_id
-from streams.outcomes import final_decision, routed_message, us_since
+from streams.scheduler.convert import job_spec
+from streams.scheduler.outcomes import final_decision, routed_message, us_since
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Ranks, Routes
 
 __all__ = ["ranked_regions", "region_views", "reject_invalid", "route"]
 
 
-def region_views(s: Scheduler) -> dict[str, Any]:
+def region_views(s: Routes) -> dict[str, Any]:
     """Region summaries for the router, recomputed at most every `view_ttl_s`.
 
     Summarising 10,000 nodes costs ~0.6 ms; the router may be a moment behind because the
@@ -42,7 +42,7 @@ def region_views(s: Scheduler) -> dict[str, Any]:
     return views
 
 
-def route(s: Scheduler, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
+def route(s: Routes, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
     """Global choice: rank regions for a JobSubmitted record and hand it to the best."""
     job_id = job["job_id"]
     s.clock.observe(int(job["ts"]))
@@ -78,14 +78,14 @@ def route(s: Scheduler, job: Mapping[str, Any], *, started_ns: int) -> list[Outg
         "refusals": {},
         "queue_region": None,
         "worker_us": us_since(started_ns),
-        "verified_tenant": job.get("verified_tenant"),  # set by streams.admission
+        "verified_tenant": job.get("verified_tenant"),  # set by streams.scheduler.admission
     }
     s.know_spec(carried, spec)  # placing it here next asks for the same spec
     return [routed_message(s, routed)]
 
 
 def ranked_regions(
-    s: Scheduler, spec: JobSpec, *, keep_headroom: bool = False
+    s: Ranks, spec: JobSpec, *, keep_headroom: bool = False
 ) -> list[tuple[str, float]]:
     """The regions `spec` may use, best first, as this worker sees them: its region views and
     the placer's throughput model (a catalogue file's models, and one speed cache)."""
@@ -98,7 +98,7 @@ def ranked_regions(
     )
 
 
-def reject_invalid(s: Scheduler, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
+def reject_invalid(s: Routes, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
     """REJECTED for a submission that failed validation (once per job id)."""
     job_id = str(job["job_id"])
     if job_id in s.final or not job_id.strip() or len(job_id) > 256:
@@ -108,7 +108,7 @@ def reject_invalid(s: Scheduler, job: Mapping[str, Any], problems: Sequence[str]
 
 
 def refuse_unrouted(
-    s: Scheduler, job: Mapping[str, Any], started_ns: int, reasons: list[str]
+    s: Routes, job: Mapping[str, Any], started_ns: int, reasons: list[str]
 ) -> list[Outgoing]:
     """REJECTED before any region was asked."""
     return [

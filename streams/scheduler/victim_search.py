@@ -17,10 +17,10 @@ from scorer.tenancy import (
     eligibility,
     select_victims,
 )
-from streams.tenancy import Running
+from streams.scheduler.tenancy import Running
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Booked
 
 __all__ = ["VictimSearch"]
 
@@ -36,7 +36,7 @@ _NO_TENANT = _NoTenant()
 class VictimSearch:
     """Searches victims in a scheduler's state; `targeted` victims are not candidates again."""
 
-    def __init__(self, scheduler: Scheduler, targeted: Mapping[str, str]) -> None:
+    def __init__(self, scheduler: Booked, targeted: Mapping[str, str]) -> None:
         self.s = scheduler
         self.targeted = targeted
         # searches run, searches that reached candidate sets, placement checks, plans found

@@ -1,13 +1,13 @@
 """Job lifecycle: the executor's reports end placements, epoch by epoch.
 
 A placement (job, epoch) ends with its epoch's FINISHED, FAILED, EVICTED, TIMEOUT or CANCELLED:
-its GPUs are freed, an evicted job (or a failed one the rules of `streams.job_end` requeue)
+its GPUs are freed, an evicted job (or a failed one the rules of `scheduler.job_end` requeue)
 waits again at epoch + 1 with the progress it reported, the preemptor waiting on
 it (if any) is told, and the region's queue is tried. Reports of an older epoch are ignored, so
 a late EVICTED can never free a newer placement's GPUs; replayed reports change nothing. An
 end written to the log before its placement was decided (a finish before a start, a stale or
 hostile event) frees nothing either. Released entries stay as markers for the horizon
-(`streams.horizon`), then are deleted on their region's own event.
+(`streams.scheduler.horizon`), then are deleted on their region's own event.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from streams.job_end import ENDS, EndRule, end_rule
 from streams.outbox import Outgoing
+from streams.scheduler.job_end import ENDS, EndRule, end_rule
 from streams.scheduler.placements import end_placement, requeue
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Ends
 
 __all__ = ["force_evict", "on_job_event", "rule_for"]
 
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def on_job_event(
-    s: Scheduler,
+    s: Ends,
     event: Mapping[str, Any],
     *,
     produced_ms: int | None = None,
@@ -67,12 +67,12 @@ def on_job_event(
 
 
 def rule_for(entry: Mapping[str, Any], event: Mapping[str, Any]) -> EndRule:
-    """The requeue rule (`streams.job_end`) for the end `event` of the placement `entry`."""
+    """The requeue rule (`scheduler.job_end`) for the end `event` of the placement `entry`."""
     kind, cause = str(event["type"]), str(event.get("cause") or "NONE")
     return end_rule(kind, cause, entry.get("routed"), cancelled=bool(entry.get("cancelled")))
 
 
-def force_evict(s: Scheduler, job_id: str, epoch: int) -> list[Outgoing]:
+def force_evict(s: Ends, job_id: str, epoch: int) -> list[Outgoing]:
     """The grace period is over: count the victim's GPUs as free and requeue it."""
     entry = s.reservations.get(job_id)
     if entry is None or int(entry.get("epoch") or 0) != epoch or entry.get("released"):

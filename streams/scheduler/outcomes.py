@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
 from scorer import JobSpec, PlacementResult
-from streams.convert import decision_record, job_spec
 from streams.outbox import Outgoing, new_event_id, outgoing
+from streams.scheduler.convert import decision_record, job_spec
 from streams.scheduler.placements import us_since
-from streams.tenancy import CAPACITY
-from streams.waiting import final_id
+from streams.scheduler.tenancy import CAPACITY
+from streams.scheduler.waiting import final_id
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Booked, Refuses
 
 __all__ = ["final_decision", "forecast_gate", "refused", "routed_message", "us_since"]
 
@@ -28,7 +28,7 @@ TRIED_ONCE = "no free capacity now; tried once (try_once), so refused"
 
 
 def refused(
-    s: Scheduler,
+    s: Refuses,
     routed: Mapping[str, Any],
     result: PlacementResult,
     started_ns: int,
@@ -88,7 +88,7 @@ def refused(
     ]
 
 
-def rejection_reasons(s: Scheduler, job: Mapping[str, Any], last: PlacementResult) -> list[str]:
+def rejection_reasons(s: Refuses, job: Mapping[str, Any], last: PlacementResult) -> list[str]:
     """Why a job is rejected, over every region this worker holds: the last region tried
     may lack the job's GPU model altogether ("H200 is not an allowed GPU model") while the
     decisive reason is elsewhere ("needs 139 GiB per GPU, H100 has 79.6 GiB")."""
@@ -98,7 +98,7 @@ def rejection_reasons(s: Scheduler, job: Mapping[str, Any], last: PlacementResul
 
 
 def final_decision(
-    s: Scheduler,
+    s: Booked,
     job: Mapping[str, Any],
     outcome: str,
     region: str | None,
@@ -133,7 +133,7 @@ def final_decision(
     return outgoing(DECISIONS_PLACEMENT, job_id, record, region=region, partition_of=s.partition_of)
 
 
-def routed_message(s: Scheduler, routed: dict[str, Any]) -> Outgoing:
+def routed_message(s: Refuses, routed: dict[str, Any]) -> Outgoing:
     return outgoing(
         JOBS_ROUTED,
         routed["job"]["job_id"],
@@ -144,7 +144,7 @@ def routed_message(s: Scheduler, routed: dict[str, Any]) -> Outgoing:
 
 
 def forecast_gate(
-    s: Scheduler, routed: Mapping[str, Any], spec: JobSpec, started_ns: int
+    s: Refuses, routed: Mapping[str, Any], spec: JobSpec, started_ns: int
 ) -> list[Outgoing] | None:
     """Hold a deferrable job for its green window; keep low-priority work out of headroom."""
     assert s.forecasts is not None
@@ -161,7 +161,7 @@ def forecast_gate(
 
 
 def hold(
-    s: Scheduler, routed: Mapping[str, Any], until_ms: int, reason: str, started_ns: int
+    s: Refuses, routed: Mapping[str, Any], until_ms: int, reason: str, started_ns: int
 ) -> Outgoing:
     """Queue a deferrable job in its region until `until_ms` (retry_queue releases it)."""
     job, region = routed["job"], routed["region"]

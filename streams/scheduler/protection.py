@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from infra.topics import DECISIONS_ADVISORY, DECISIONS_MIGRATION
 from scorer.holds import HOLD_PREFIX as HOLD
 from scorer.protection import EVACUATE, UNCORDON, NodeAction, NodeHealth, ProtectionPolicy
-from streams.convert import assignment_records
 from streams.outbox import Outgoing, new_event_id, outgoing
+from streams.scheduler.convert import assignment_records
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Booked
     from streams.telemetry_reports import Reports
 
 __all__ = ["CORDON_KEY", "Protection"]
@@ -35,7 +35,7 @@ CORDON_KEY = "cordon"  # in a node's `nodes` table entry: why it is cordoned
 class Protection:
     """Per-node health windows of one worker and the events they lead to."""
 
-    def __init__(self, scheduler: Scheduler, policy: ProtectionPolicy | None = None) -> None:
+    def __init__(self, scheduler: Booked, policy: ProtectionPolicy | None = None) -> None:
         self.s = scheduler
         self.health = NodeHealth(policy)
 

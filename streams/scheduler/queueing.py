@@ -10,7 +10,7 @@ those GPUs held for the pass). Work per pass is bounded by `max_refusals`: refus
 placer (CAPACITY, BACKFILL). A job its tenant's quota refuses (QUOTA, ALLOWANCE) costs no
 placer call and does not count: like Kueue's BestEffortFIFO, an inadmissible job never keeps
 the jobs behind it from being tried, except its own tenant's: each tenant's oldest job of its
-highest priority holds a quota reservation (`streams.quota_holds`), and another job of that
+highest priority holds a quota reservation (`scheduler.quota_holds`), and another job of that
 tenant starts only where it does not delay it (QUOTA_RESERVATION, no refusal counted).
 """
 
@@ -28,10 +28,10 @@ import numpy as np
 from scorer import Assignment, JobSpec, PlacementResult
 from scorer.holds import backfill_hold
 from scorer.tenancy import QuotaReservation, Reservation, earliest_start, held_now
-from streams import quota_holds
-from streams.fairness import entry_priority
 from streams.outbox import Outgoing
-from streams.tenancy import (
+from streams.scheduler import quota_holds
+from streams.scheduler.fairness import entry_priority
+from streams.scheduler.tenancy import (
     ALLOWANCE,
     BACKFILL,
     CAPACITY,
@@ -41,7 +41,7 @@ from streams.tenancy import (
 )
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Retries
 
 __all__ = ["GangHold", "free_at", "retry_region"]
 
@@ -66,7 +66,7 @@ _GATE_FIELDS = ("tenant", "priority_class", "priority", "preemptible", "gpu_coun
 _HEAD_TRIES = 2  # jobs per pass that may try for the reservation (the first may wait on quota)
 
 
-def retry_region(s: Scheduler, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
+def retry_region(s: Retries, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
     now = s.clock()
     waiting = [
         r for r in s.queue.values()
@@ -82,7 +82,7 @@ def retry_region(s: Scheduler, region: str, *, max_refusals: int = 8) -> list[Ou
 
 
 def _pass(
-    s: Scheduler, region: str, waiting: list[Mapping[str, Any]], max_refusals: int
+    s: Retries, region: str, waiting: list[Mapping[str, Any]], max_refusals: int
 ) -> list[Outgoing]:
     backfill = s.tenancy.policy.backfill.enabled
     free = sum(s.state.free_gpus(region).values())
@@ -129,13 +129,13 @@ def _pass(
 
 
 class _QuotaHeads:
-    """A pass's quota reservations (`streams.quota_holds`): one per tenant, for its oldest
+    """A pass's quota reservations (`streams.scheduler.quota_holds`): one per tenant, for its oldest
     waiting job of its highest priority (priority, then age, whatever the within-tenant order:
     a speed-aware order ranks a gang the free GPUs cannot hold last, and would hand the
     reservation to a small job instead), made before any job of the pass starts and dropped
     when that job starts. Tenants the pass did not reach keep the last pass's."""
 
-    def __init__(self, s: Scheduler, region: str, waiting: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, s: Retries, region: str, waiting: Sequence[Mapping[str, Any]]) -> None:
         self.s, self.region = s, region
         self.on = quota_holds.enabled(s)
         self.holds: dict[str, QuotaReservation] = {}
@@ -185,7 +185,7 @@ def _head_key(routed: Mapping[str, Any]) -> tuple[int, int, str]:
 
 
 def _short_of_gpus(
-    s: Scheduler,
+    s: Retries,
     routed: Mapping[str, Any],
     region: str,
     free: int,
@@ -206,7 +206,7 @@ def _short_of_gpus(
 
 
 def respect_reservation(
-    s: Scheduler, routed: Mapping[str, Any], region: str, result: PlacementResult
+    s: Retries, routed: Mapping[str, Any], region: str, result: PlacementResult
 ) -> tuple[PlacementResult, str, str]:
     """An arriving job placed outside a retry pass respects the region's reservations too (the
     ones the last pass made, while their jobs still wait): its tenant's quota reservation, then
@@ -225,7 +225,7 @@ def respect_reservation(
     return again, BACKFILL, _delays(s, hold)
 
 
-def _delays(s: Scheduler, hold: GangHold) -> str:
+def _delays(s: Retries, hold: GangHold) -> str:
     start = (hold.reservation.start_ms - s.clock()) / 1000
     return (
         f"backfill: would delay the gang reservation of {hold.reservation.job_id} "
@@ -234,7 +234,7 @@ def _delays(s: Scheduler, hold: GangHold) -> str:
 
 
 def _try(
-    s: Scheduler,
+    s: Retries,
     routed: Mapping[str, Any],
     region: str,
     hold: GangHold | None,
@@ -260,7 +260,7 @@ def _try(
     return ([placed] if placed is not None else []), ""
 
 
-def _harmless(s: Scheduler, result: PlacementResult, hold: GangHold) -> bool:
+def _harmless(s: Retries, result: PlacementResult, hold: GangHold) -> bool:
     """Ends before the reservation starts, or keeps off the reserved GPUs free now."""
     duration = result.expected_duration_s
     if duration is not None and s.clock() + duration * 1000 <= hold.reservation.start_ms:
@@ -272,7 +272,7 @@ def _harmless(s: Scheduler, result: PlacementResult, hold: GangHold) -> bool:
 
 
 @contextlib.contextmanager
-def _holding(s: Scheduler, hold: GangHold) -> Iterator[None]:
+def _holding(s: Retries, hold: GangHold) -> Iterator[None]:
     """Hold the reserved GPUs that are still free, for one placement attempt."""
     parts = []
     for node, gpus in hold.free_now.items():
@@ -288,7 +288,7 @@ def _holding(s: Scheduler, hold: GangHold) -> Iterator[None]:
         s.book.release_hold(backfill_hold())
 
 
-def reserve(s: Scheduler, routed: Mapping[str, Any], region: str) -> GangHold | None:
+def reserve(s: Retries, routed: Mapping[str, Any], region: str) -> GangHold | None:
     """The backfill reservation of the first job that cannot start, and its wait reason."""
     spec = s.spec_of(routed)
     gate = s.tenancy.gate(spec, region)
@@ -316,7 +316,7 @@ def reserve(s: Scheduler, routed: Mapping[str, Any], region: str) -> GangHold | 
     return GangHold(reservation, held_now(reservation, times, s.clock()))
 
 
-def free_at(s: Scheduler, spec: JobSpec, region: str) -> dict[str, list[float]]:
+def free_at(s: Retries, spec: JobSpec, region: str) -> dict[str, list[float]]:
     """When each GPU of the nodes that could host `spec` becomes whole-free (ms): now when free,
     a holder's expected end (overdue ones: now), inf when unknown (holds, unhealthy GPUs)."""
     st, now = s.state, float(s.clock())

@@ -5,7 +5,7 @@ region the worker holds.
 A pass tries waiting jobs first (a gang whose node was just freed for it before all), then
 running jobs a faster free GPU suits, then defragmentation for waiting gangs
 (`streams.replanning`). A tick also ends grace periods that are over and lets a few waiting
-jobs look for victims (`streams.preemption`).
+jobs look for victims (`streams.scheduler.preemption`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from infra.topics import REPLAN_TICKS
 from streams.outbox import Outgoing, new_event_id, outgoing
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Ticks
 
 __all__ = ["after_release", "region_pass", "tick_messages", "tick_passes"]
 
 
-def after_release(s: Scheduler, regions: Sequence[str]) -> list[Outgoing]:
+def after_release(s: Ticks, regions: Sequence[str]) -> list[Outgoing]:
     """Capacity came back: waiting jobs first, then running jobs that a faster GPU suits."""
     out: list[Outgoing] = []
     for region in regions:
@@ -30,7 +30,7 @@ def after_release(s: Scheduler, regions: Sequence[str]) -> list[Outgoing]:
     return out
 
 
-def region_pass(s: Scheduler, region: str) -> list[Outgoing]:
+def region_pass(s: Ticks, region: str) -> list[Outgoing]:
     """Waiting jobs first (a gang whose node was just freed for it before all), then
     running jobs a faster free GPU suits, then defragmentation for waiting gangs."""
     out: list[Outgoing] = []
@@ -48,7 +48,7 @@ def region_pass(s: Scheduler, region: str) -> list[Outgoing]:
     return out
 
 
-def tick_passes(s: Scheduler, now_ms: int, regions: Collection[str] | None) -> list[Outgoing]:
+def tick_passes(s: Ticks, now_ms: int, regions: Collection[str] | None) -> list[Outgoing]:
     """Grace periods that ended, then a pass and a preemption sweep over every region with
     waiting jobs or moves (of `regions`, when given); re-planning first drops holds of moves
     not confirmed in time."""
@@ -66,7 +66,7 @@ def tick_passes(s: Scheduler, now_ms: int, regions: Collection[str] | None) -> l
     return out
 
 
-def tick_messages(s: Scheduler, now_ms: int) -> list[Outgoing]:
+def tick_messages(s: Ticks, now_ms: int) -> list[Outgoing]:
     """The worker's timer as one ReplanTick per region it holds (`Scheduler.on_tick` runs when
     each comes back through the region's partition, so its table writes land there)."""
     return [

@@ -2,7 +2,7 @@
 for the preemptor, place it once every victim is gone (or the grace period ends).
 
 Policy (who may be evicted, which set is cheapest) is `scorer.tenancy.victims`, asked by
-`streams.victim_search`; this module commits it. A preemptor's pending state lives in its
+`streams.scheduler.victim_search`; this module commits it. A preemptor's pending state lives in its
 queue entry (`preempting`: victims and their epochs, those gone, the target GPUs, the
 deadline), so it survives a restart with the queue table; the GPUs of the target that are
 free are held in the arrays under `hold:<job>` (recomputed on every change, never in the
@@ -25,15 +25,15 @@ from infra.topics import DECISIONS_PREEMPTION
 from scorer import Assignment, JobSpec, PlacementResult
 from scorer.holds import preemptor_hold
 from scorer.tenancy import RECLAIM, Candidate, JobPriority, VictimPlan
-from streams import quota_holds
-from streams.convert import assignment_records, parse_assignments
-from streams.fairness import entry_priority
 from streams.outbox import Outgoing, new_event_id, outgoing
-from streams.tenancy import PREEMPTING
-from streams.victim_search import VictimSearch
+from streams.scheduler import quota_holds
+from streams.scheduler.convert import assignment_records, parse_assignments
+from streams.scheduler.fairness import entry_priority
+from streams.scheduler.tenancy import PREEMPTING
+from streams.scheduler.victim_search import VictimSearch
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Preempts
 
 __all__ = ["Preemptions"]
 
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 class Preemptions:
     """Pending preemptions of one worker's scheduler."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Preempts) -> None:
         self.s = scheduler
         self.targeted: dict[str, str] = {}  # victim -> preemptor
         scheduler.tenancy.leaving = self.targeted

@@ -1,7 +1,7 @@
 """Which waiting job of a tenant is tried first when capacity frees (the order within a
-tenant; `streams.fairness` orders the tenants).
+tenant; `streams.scheduler.fairness` orders the tenants).
 
-Priority bands first (higher first: the priority class, `streams.fairness.entry_priority`);
+Priority bands first (higher first: the priority class, `scheduler.fairness.entry_priority`);
 within a band the scheduler's queue order: `fifo` (oldest first, the baselines) or
 `speed_aware` (`scorer.replan.queue`: the job that gains most from the free GPUs, with aging).
 The chosen order's explanation rides on the placement decision.
@@ -15,8 +15,8 @@ from typing import Any
 
 from scorer import ClusterState, ThroughputModel
 from scorer.replan import Ranked, Waiting, fifo_order, speed_aware_order
-from streams.convert import job_spec
-from streams.fairness import entry_priority
+from streams.scheduler.convert import job_spec
+from streams.scheduler.fairness import entry_priority
 
 __all__ = ["ORDERS", "done_s", "order_waiting"]
 

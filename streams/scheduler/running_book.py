@@ -1,5 +1,6 @@
-"""The tenancy book of running jobs: a dict by job id that also keeps, as entries change,
-each (tenant, region, GPU class) cell's milli-GPUs and each region's jobs.
+"""Running jobs as tenancy sees them (`Running`), and their book: a dict by job id that also
+keeps, as entries change, each (tenant, region, GPU class) cell's milli-GPUs and each
+region's jobs.
 
 Quota usage and a region's jobs are asked for on every arrival that cannot be placed and on
 every retry pass; summing them from every running job made each ask cost O(running jobs)
@@ -9,20 +10,74 @@ every retry pass; summing them from every running job made each ask cost O(runni
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NoReturn
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from scorer.tenancy import Cell
 
-if TYPE_CHECKING:
-    from streams.tenancy import Running
-
-__all__ = ["RunningBook"]
+__all__ = ["Running", "RunningBook"]
 
 _MISSING: Any = object()
 
 
-class RunningBook(dict[str, "Running"]):
+@dataclass(frozen=True)
+class Running:
+    """One held placement, as tenancy sees it."""
+
+    job_id: str
+    tenant: str
+    region: str
+    gpu_class: str
+    priority: int
+    class_name: str
+    preemptible: bool
+    protected: bool  # runs non-preemptible on the tenant's allowance
+    milli: int  # GPUs held, in milli
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+    started_ms: int
+    expected_end_ms: float  # inf: unknown
+    checkpoint_ms: int  # last checkpoint (the start of this epoch restores from one)
+    checkpoint_interval_s: int
+    epoch: int = 0
+    restore_s: float = 0.0  # a resumed epoch reloads its checkpoint this long before computing
+
+    def last_checkpoint(self, now_ms: int) -> int:
+        """Latest checkpoint: reported, or periodic every declared interval of compute, which
+        begins once the restore is over (a resumed job's periodic checkpoints start late)."""
+        computing = self.started_ms + round(self.restore_s * 1000)
+        last = max(self.checkpoint_ms, min(now_ms, computing))  # nothing computed: nothing lost
+        if self.checkpoint_interval_s > 0 and now_ms > computing:
+            period = self.checkpoint_interval_s * 1000
+            last = max(last, computing + (now_ms - computing) // period * period)
+        return last
+
+    def unsaved_s(self, now_ms: int) -> float:
+        return max(0.0, (now_ms - self.last_checkpoint(now_ms)) / 1000)
+
+    def to_entry(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in _RUNNING_FIELDS}  # all plain values
+        out["expected_end_ms"] = None if math.isinf(self.expected_end_ms) else self.expected_end_ms
+        return out
+
+    @classmethod
+    def from_entry(cls, data: Mapping[str, Any]) -> Running:
+        values: dict[str, Any] = {
+            f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data
+        }
+        end = values.get("expected_end_ms")
+        values["expected_end_ms"] = math.inf if end is None else float(end)
+        return cls(**values)
+
+
+_RUNNING_FIELDS = tuple(f.name for f in dataclasses.fields(Running))
+
+
+class RunningBook(dict[str, Running]):
     """job id -> Running, with `cells` (cell -> [jobs, milli]) and `in_region` kept up to
     date. A cell is listed while a job is booked in it, even one of 0 milli (CPU only)."""
 

@@ -1,5 +1,5 @@
 """The cancel agent: CancelRequests from `gpuflow.jobs.cancel`, checked and carried out by
-`streams.cancel.Cancels`; a refused one is dead-lettered with its reason."""
+`streams.scheduler.cancel.Cancels`; a refused one is dead-lettered with its reason."""
 
 from __future__ import annotations
 

@@ -8,11 +8,11 @@ Rules, per reservation-table entry at epoch e:
     table is trusted (the job may be running; requeueing it would promise its GPUs twice);
   - announced and the job-event log says epoch e ended (by an end written at or after the
     placement, as the live path judges it): released (whatever the table says), and when it
-    ended EVICTED (or FAILED and `streams.job_end` requeues it) the job is requeued at e + 1
+    ended EVICTED (or FAILED and `scheduler.job_end` requeues it) the job is requeued at e + 1
     unless it already waits; a cancelled or finally failed job is never requeued;
   - announced and running: its GPUs are held again and it is booked for tenancy.
 A logged placement of an owned region missing from the table (or newer than the table's
-entry) is restored; released entries are kept as markers for the horizon (`streams.horizon`). A
+entry) is restored; released entries are kept as markers for the horizon (`scheduler.horizon`). A
 queue entry at an epoch that is already decided is dropped; one at a later epoch (a requeued
 victim) makes its job undecided again. Preemptors' holds are restored by `Preemptions`.
 Idempotent: after a rebalance it runs again on live state, which also knows decisions not yet
@@ -27,14 +27,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streams.bandwidth import flows_from_records
-from streams.convert import parse_assignments
-from streams.job_end import end_rule, split_kind
 from streams.scheduler.book import forget_regions
+from streams.scheduler.convert import parse_assignments
+from streams.scheduler.job_end import end_rule, split_kind
 from streams.scheduler.placements import released_marker
-from streams.tenancy import Running
+from streams.scheduler.tenancy import Running
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Recovers
 
 __all__ = ["epoch_ends", "forget_unowned", "rebuild_state", "rebuild_tables"]
 
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 
 def rebuild_state(
-    s: Scheduler,
+    s: Recovers,
     logged: Mapping[str, Mapping[str, Any]],
     ended: Mapping[str, Mapping[int, Any]] | Mapping[str, int] | Collection[str],
     owns: Callable[[str], bool],
@@ -68,7 +68,7 @@ def rebuild_state(
 
 
 def rebuild_tables(
-    s: Scheduler,
+    s: Recovers,
     logged: Mapping[str, Mapping[str, Any]],
     ended: Mapping[str, Mapping[int, Any]],
     owns: Callable[[str], bool] = lambda region: True,
@@ -102,13 +102,13 @@ def _end(ends: Mapping[int, Any], epoch: int, placed_ts: Any) -> str | None:
     return str(kind) if int(written) >= int(placed_ts or 0) else None
 
 
-def _decided(s: Scheduler, job_id: str, epoch: int, written_ms: int) -> None:
+def _decided(s: Recovers, job_id: str, epoch: int, written_ms: int) -> None:
     """`job_id` was decided at `epoch`, `written_ms` ago as the scheduler's clock goes."""
     s.book.decide(job_id, epoch=epoch, age_s=max(0, s.clock() - written_ms) / 1000)
 
 
 def _entry(
-    s: Scheduler,
+    s: Recovers,
     job_id: str,
     entry: Mapping[str, Any],
     ended: Mapping[int, Any],
@@ -145,7 +145,7 @@ def _entry(
     s.tenancy.running[job_id] = _running(s, job_id, entry)
 
 
-def _hold_again(s: Scheduler, job_id: str, assignments: Any) -> None:
+def _hold_again(s: Recovers, job_id: str, assignments: Any) -> None:
     try:
         parts = parse_assignments(assignments)
     except KeyError as exc:
@@ -155,7 +155,7 @@ def _hold_again(s: Scheduler, job_id: str, assignments: Any) -> None:
 
 
 def _requeue(
-    s: Scheduler,
+    s: Recovers,
     job_id: str,
     entry: Mapping[str, Any],
     routed: Mapping[str, Any],
@@ -179,7 +179,7 @@ def _requeue(
 
 
 def _logged(
-    s: Scheduler, job_id: str, decision: Mapping[str, Any], ended: Mapping[int, Any]
+    s: Recovers, job_id: str, decision: Mapping[str, Any], ended: Mapping[int, Any]
 ) -> None:
     if decision["outcome"] != "PLACED":
         return
@@ -208,7 +208,7 @@ def _logged(
         log.error("evicted job has no record to requeue job_id=%s epoch=%d", job_id, epoch)
 
 
-def _queue(s: Scheduler) -> None:
+def _queue(s: Recovers) -> None:
     for job_id, entry in list(s.queue.items()):
         epoch = int(entry.get("epoch") or 0)
         if job_id in s.final and s.epochs.get(job_id, 0) >= epoch:
@@ -217,14 +217,14 @@ def _queue(s: Scheduler) -> None:
             s.book.reopen(job_id, max(s.book.epoch(job_id), epoch))
 
 
-def _running(s: Scheduler, job_id: str, entry: Mapping[str, Any]) -> Running:
+def _running(s: Recovers, job_id: str, entry: Mapping[str, Any]) -> Running:
     booked = entry.get("tenancy")
     if booked:
         return Running.from_entry(booked)
     return _from_decision(s, job_id, {**entry, "ts": s.clock()})
 
 
-def _from_decision(s: Scheduler, job_id: str, decision: Mapping[str, Any]) -> Running:
+def _from_decision(s: Recovers, job_id: str, decision: Mapping[str, Any]) -> Running:
     """What the log tells about a placement whose table entry was lost: enough to count its
     quota; it is never chosen as a victim (its preemptibility is unknown)."""
     milli = sum(
@@ -253,7 +253,7 @@ def _from_decision(s: Scheduler, job_id: str, decision: Mapping[str, Any]) -> Ru
     )
 
 
-def forget_unowned(s: Scheduler, owns: Callable[[str], bool]) -> list[str]:
+def forget_unowned(s: Recovers, owns: Callable[[str], bool]) -> list[str]:
     """Drop nodes, reservations and queued jobs of regions this worker no longer owns,
     from memory only (the owner recovers them from the changelog); the nodes dropped."""
     forget_regions(s.nodes, owns)

@@ -20,7 +20,7 @@ from typing import Any
 
 from infra.jobspec import job_problems
 from scorer.errors import GpuflowError
-from streams.convert import job_spec, node_spec
+from streams.scheduler.convert import job_spec, node_spec
 
 __all__ = [
     "CHECKERS",

@@ -20,8 +20,8 @@ from typing import Any
 from infra.topics import DECISIONS_PLACEMENT
 from schemas import Codec, DecodeError
 from schemas.signing import Verdict, Verifier
-from streams.convert import decision_record
 from streams.outbox import Outgoing, new_event_id, now_ms, outgoing
+from streams.scheduler.convert import decision_record
 
 __all__ = ["VERIFIED_TENANT", "Admission"]
 

@@ -1,6 +1,6 @@
 """Quota reservations in a region: the mechanism of `scorer.tenancy.quota_reservation`.
 
-The retry pass (`streams.queueing`) gives each tenant's oldest waiting job of its highest
+The retry pass (`streams.scheduler.queueing`) gives each tenant's oldest waiting job of its highest
 priority a reservation on its quota (`reserve_quota`): refused by the quota, from when its own
 jobs free enough; within the quota, from now (its tenant's later jobs must leave it
 room while it waits for GPUs or reclaims them). The reservations are kept between passes in
@@ -21,23 +21,23 @@ from typing import TYPE_CHECKING, Any
 
 from scorer import JobSpec, PlacementResult
 from scorer.tenancy import QuotaReservation, delays_quota, own_cap, quota_start
-from streams.tenancy import QUOTA, QUOTA_RESERVATION
+from streams.scheduler.tenancy import QUOTA, QUOTA_RESERVATION
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Booked
 
 __all__ = ["blocking", "enabled", "reserve_quota", "surely_blocked", "tell", "wait_reason"]
 
 Holds = Mapping[str, QuotaReservation]  # tenant -> its reservation in one region
 
 
-def enabled(s: Scheduler) -> bool:
+def enabled(s: Booked) -> bool:
     policy = s.tenancy.policy
     return policy.quotas_enabled and policy.backfill.enabled and policy.backfill.quota_reservation
 
 
 def _holding(
-    s: Scheduler, res: QuotaReservation, leaving: Collection[str] = ()
+    s: Booked, res: QuotaReservation, leaving: Collection[str] = ()
 ) -> list[tuple[float, int]]:
     """The tenant's placements (and preemptors' claims) in the reserved cell, but `leaving`."""
     cell = (res.tenant, res.region, res.gpu_class)
@@ -48,7 +48,7 @@ def _holding(
     ]
 
 
-def reserve_quota(s: Scheduler, routed: Mapping[str, Any], region: str) -> QuotaReservation | None:
+def reserve_quota(s: Booked, routed: Mapping[str, Any], region: str) -> QuotaReservation | None:
     """The quota reservation of a tenant's head-of-line job (the earliest over the GPU classes
     it may use). None: its own jobs never free enough, or the cohort's
     idle quota decides (`own_cap`)."""
@@ -72,7 +72,7 @@ def reserve_quota(s: Scheduler, routed: Mapping[str, Any], region: str) -> Quota
     return best
 
 
-def _subject(s: Scheduler, spec: JobSpec, holds: Holds) -> tuple[QuotaReservation, int] | None:
+def _subject(s: Booked, spec: JobSpec, holds: Holds) -> tuple[QuotaReservation, int] | None:
     """The tenant's reservation this job must respect, and the job's priority (None: none)."""
     res = holds.get(spec.tenant)
     if res is None or res.job_id == spec.job_id or res.job_id not in s.queue:
@@ -84,7 +84,7 @@ def _subject(s: Scheduler, spec: JobSpec, holds: Holds) -> tuple[QuotaReservatio
 
 
 def blocking(
-    s: Scheduler,
+    s: Booked,
     routed: Mapping[str, Any],
     result: PlacementResult,
     holds: Holds,
@@ -107,7 +107,7 @@ def blocking(
 
 
 def surely_blocked(
-    s: Scheduler, routed: Mapping[str, Any], region: str, holds: Holds
+    s: Booked, routed: Mapping[str, Any], region: str, holds: Holds
 ) -> QuotaReservation | None:
     """The reservation the job would delay on every model it may run on in the reserved cell,
     when it could use no other cell (None: ask the placer)."""
@@ -132,7 +132,7 @@ def surely_blocked(
     return res if delays_quota(_holding(s, res), res, milli=milli, end_ms=end) else None
 
 
-def tell(s: Scheduler, res: QuotaReservation) -> None:
+def tell(s: Booked, res: QuotaReservation) -> None:
     """A reserved job its quota refuses is told when its quota is reserved."""
     code, why = s.tenancy.waits.get(res.job_id, ("", ""))
     if code == QUOTA and "its quota is reserved" not in why:
@@ -140,7 +140,7 @@ def tell(s: Scheduler, res: QuotaReservation) -> None:
         s.tenancy.wait(res.job_id, QUOTA, f"{why}; its quota is reserved in ~{wait_s:.0f}s")
 
 
-def wait_reason(s: Scheduler, res: QuotaReservation) -> tuple[str, str]:
+def wait_reason(s: Booked, res: QuotaReservation) -> tuple[str, str]:
     start = max(0.0, (res.start_ms - s.clock()) / 1000)
     return QUOTA_RESERVATION, (
         f"quota reservation: would delay {res.job_id}, which {res.tenant}'s quota in "

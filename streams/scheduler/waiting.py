@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from infra.topics import DECISIONS_PLACEMENT
-from streams.convert import decision_record
 from streams.outbox import Outgoing, new_event_id, outgoing
-from streams.tenancy import CAPACITY
+from streams.scheduler.convert import decision_record
+from streams.scheduler.tenancy import CAPACITY
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Booked
 
 __all__ = ["CAPACITY_TEXT", "annotate", "enqueue", "final_id", "queued_decision"]
 
@@ -30,7 +30,7 @@ def annotate(record: dict[str, Any], routed: Mapping[str, Any], cls: str) -> Non
     record["queued_ts"] = int(routed.get("queued_ts") or routed["submitted_ts"])
 
 
-def enqueue(s: Scheduler, routed: Mapping[str, Any], code: str, reason: str) -> Outgoing:
+def enqueue(s: Booked, routed: Mapping[str, Any], code: str, reason: str) -> Outgoing:
     """Put a job in its region's queue; the QUEUED decision saying why it waits."""
     spec = s.spec_of(routed)
     prio = s.tenancy.priority(spec)
@@ -45,7 +45,7 @@ def enqueue(s: Scheduler, routed: Mapping[str, Any], code: str, reason: str) -> 
 
 
 def queued_decision(
-    s: Scheduler, entry: Mapping[str, Any], code: str, reason: str, *, tag: str = "queued"
+    s: Booked, entry: Mapping[str, Any], code: str, reason: str, *, tag: str = "queued"
 ) -> Outgoing:
     job, region = entry["job"], entry["region"]
     record = decision_record(

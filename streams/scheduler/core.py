@@ -1,32 +1,18 @@
-"""The worker's scheduling logic: route, place, queue, preempt, requeue, release. No Faust here.
+"""The worker's scheduler: route, place, queue, preempt, requeue, release. No Faust here.
 
-Policy lives in `scorer/` (what to decide); this module is the mechanism (reserve, record,
+Policy lives in `scorer/` (what to decide); this package is the mechanism (reserve, record,
 emit, retry). Every method takes a decoded record and returns the messages to send, so the
 Faust agents stay thin and unit tests run this against plain dicts. The class holds the
-state and the order of steps; the steps live beside it: `streams.routing` (which region),
-`streams.proposals` (the placer under quota), `streams.outcomes` (commit, forward, queue,
-hold, reject), `streams.recovery` (rebuild after a restart or rebalance), `streams.ticks`
-(the passes after a release and on the timer).
-
-Durable state is four changelog-backed tables, written only from region-partitioned events
-so each entry lands in its region's changelog partition:
-  reservations: job_id -> {region, assignments, gpu_model, released, epoch, routed, tenancy,
-                flows, and for re-planning: started_ms, speed, done_s, restore_s, moves,
-                last_move_ms}
-  queue:        job_id -> RoutedJob record waiting for capacity (+ epoch, prio, preempting)
-  nodes:        node_id -> latest NodeInventory record
-  moves:        job_id -> a migration in flight (`streams.replanning`)
-Idempotence: a job's placement is decided once per *epoch*; epoch 0 is its first placement and
-every eviction requeues it at epoch + 1 (decision ids `job_id:final[:epoch]`, executors echo the
-epoch on their JobEvents). The set of decided jobs and their epochs is rebuilt at start from
-the decision log itself (`streams.ledger`). Tenancy (quotas, fair order, preemption, backfill)
-hooks in through `streams.tenancy`, `streams.preemption` and `streams.queueing`.
-Memory is bounded by live jobs plus `horizon_s` (`streams.horizon`): decided jobs and released
-reservations older than that are forgotten, jobs holding GPUs never.
+order of steps; its state has one owner, the book (`streams.scheduler.book`: reservations,
+queue, decided jobs, epochs, holds), changed only through it. The steps live beside it and
+see the scheduler through narrow protocols (`streams.scheduler.protocols`): `routing`
+(which region), `proposals` (the placer under quota), `placements` (commit and release),
+`outcomes` (forward, queue, hold, reject), `recovery` (rebuild after a restart or
+rebalance), `ticks` (the passes after a release and on the timer). The durable tables, the
+epochs that make every decision idempotent, and the horizon that bounds memory are described
+in docs/scheduler.md.
 
 Time is `clock`: the wall clock in a live worker, event time in a replay (`streams.clock`).
-Re-planning (the speed-aware queue order, migration to a better match) runs when the policy
-asks for it: after every release and on the timer (`on_tick`).
 """
 
 from __future__ import annotations
@@ -46,29 +32,29 @@ from scorer import (
 )
 from scorer.replan import ReplanConfig, Waiting
 from scorer.tenancy import TenancyPolicy
-from streams.cancel import Cancels
 from streams.clock import Clock, as_clock
-from streams.convert import job_spec, node_spec
-from streams.fairness import WithinOrder
-from streams.horizon import DecidedJobs, ReleasedLog
-from streams.lifecycle import force_evict, on_job_event
 from streams.outbox import Outgoing
-from streams.outcomes import forecast_gate, refused
-from streams.preemption import Preemptions
-from streams.proposals import propose, restrict
-from streams.queueing import respect_reservation, retry_region
-from streams.recovery import rebuild_state
 from streams.replanning import Replanner
-from streams.routing import region_views, reject_invalid, route
 from streams.scheduler.book import Book
+from streams.scheduler.cancel import Cancels
+from streams.scheduler.convert import job_spec, node_spec
+from streams.scheduler.fairness import WithinOrder
+from streams.scheduler.horizon import DecidedJobs
+from streams.scheduler.lifecycle import force_evict, on_job_event
+from streams.scheduler.outcomes import forecast_gate, refused
 from streams.scheduler.placements import commit
-from streams.speed_order import ORDERS, order_waiting
-from streams.tenancy import Tenancy
-from streams.ticks import after_release, tick_messages, tick_passes
-from streams.waiting import enqueue, queued_decision
+from streams.scheduler.preemption import Preemptions
+from streams.scheduler.proposals import propose, restrict
+from streams.scheduler.queueing import respect_reservation, retry_region
+from streams.scheduler.recovery import rebuild_state
+from streams.scheduler.routing import region_views, reject_invalid, route
+from streams.scheduler.speed_order import ORDERS, order_waiting
+from streams.scheduler.tenancy import Tenancy
+from streams.scheduler.ticks import after_release, tick_messages, tick_passes
+from streams.scheduler.waiting import enqueue, queued_decision
 
 if TYPE_CHECKING:
-    from streams.deferral import ForecastUse
+    from streams.scheduler.deferral import ForecastUse
 
 __all__ = ["Scheduler"]
 
@@ -118,7 +104,7 @@ class Scheduler:
         self.view_ttl_s = view_ttl_s
         self.remote_views = remote_views
         self.porting_penalties = dict(porting_penalties or {})  # the router's, as the placer's
-        # (when, views): the router's region summaries, kept by streams.routing.region_views
+        # (when, views): the router's region summaries, kept by scheduler.routing.region_views
         self.view_cache: tuple[float, dict[str, Any]] = (0.0, {})
         # gangs that fit no region may span the regions this worker holds (one worker only:
         # a reservation lives in its anchor region's changelog); placed flows go to the view
@@ -134,12 +120,14 @@ class Scheduler:
         speed = self._speed_order if queue_order == "speed_aware" else None
         self.tenancy = Tenancy(state, tenancy, within_tenant_order or speed)
         self.preemption = Preemptions(self)
-        self.cancels = Cancels(self)  # cancel requests (streams.cancel); verifier: the runtime's
+        self.cancels = Cancels(
+            self
+        )  # cancel requests (streams.scheduler.cancel); verifier: the runtime's
         self.replan = replan or ReplanConfig(enabled=False)
         self.moves = moves if moves is not None else {}
         replanning = self.replan.enabled and not try_once
         self.replanner = Replanner(self, self.moves, self.replan) if replanning else None
-        # forecast headroom and green deferral (streams.deferral.ForecastUse); None: off
+        # forecast headroom and green deferral (streams.scheduler.deferral.ForecastUse); None: off
         self.forecasts: ForecastUse | None = None
 
     # -- the book's state, to read (`streams.scheduler.book` writes it) --------------------------
@@ -151,10 +139,6 @@ class Scheduler:
     @property
     def epochs(self) -> Mapping[str, int]:
         return self.book.epochs
-
-    @property
-    def released(self) -> ReleasedLog:
-        return self.book.released
 
     # -- recovery -----------------------------------------------------------------------------
 
@@ -176,7 +160,7 @@ class Scheduler:
         job ids means their epoch 0 finished; job_id -> written ms, that epoch 0 ended then.
         `owns(region)` says which regions this worker holds now: the rest leave memory, and
         only owned regions' placements are restored; decisions written before `trimmed_ms` may
-        be missing from `logged` (`Ledger.trimmed_ms`). See `streams.recovery` for the rules.
+        be missing from `logged` (`Ledger.trimmed_ms`). See `scheduler.recovery` for the rules.
         """
         rebuild_state(self, logged, ended, owns, moves, migrated, trimmed_ms=trimmed_ms)
         log.info(
@@ -205,12 +189,12 @@ class Scheduler:
 
     def region_views(self) -> dict[str, Any]:
         """Region summaries for the router, recomputed at most every `view_ttl_s`
-        (`streams.routing`)."""
+        (`streams.scheduler.routing`)."""
         return region_views(self)
 
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best
-        (`streams.routing`)."""
+        (`streams.scheduler.routing`)."""
         return route(self, job, started_ns=started_ns)
 
     def reject_invalid(self, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
@@ -251,7 +235,7 @@ class Scheduler:
         self, routed: Mapping[str, Any], region: str, *, explain: bool = False
     ) -> tuple[PlacementResult, str, str]:
         """The placer's proposal under the tenant's quota: (result, wait code, wait reason)
-        (`streams.proposals`)."""
+        (`streams.scheduler.proposals`)."""
         return propose(self, routed, region, explain=explain)
 
     # -- placement ----------------------------------------------------------------------------
@@ -295,7 +279,7 @@ class Scheduler:
         *,
         note: str = "",
     ) -> Outgoing | None:
-        """Reserve, book and announce a placement (`streams.outcomes`); None when the GPUs
+        """Reserve, book and announce a placement (`streams.scheduler.outcomes`); None when the GPUs
         were taken meanwhile."""
         return commit(self, routed, result, started_ns, note=note)
 
@@ -329,7 +313,7 @@ class Scheduler:
         released: list[str] | None = None,
     ) -> list[Outgoing]:
         """Release GPUs when a placement ends (its epoch's end event); an evicted job is
-        requeued with its progress; then the region's queue is tried (`streams.lifecycle`).
+        requeued with its progress; then the region's queue is tried (`scheduler.lifecycle`).
 
         `produced_ms`: when the event was written to the log (its Kafka timestamp); an end
         written before this placement was decided frees nothing. With `released`, regions
@@ -349,12 +333,12 @@ class Scheduler:
 
     def after_release(self, regions: Sequence[str]) -> list[Outgoing]:
         """Capacity came back: waiting jobs first, then running jobs that a faster GPU suits
-        (`streams.ticks`)."""
+        (`streams.scheduler.ticks`)."""
         return after_release(self, regions)
 
     def _speed_order(self, waiting: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """Within a tenant: priority bands, then the job that gains most from the free GPUs
-        (with aging, `streams.speed_order`); the reason rides on the job's placement."""
+        (with aging, `streams.scheduler.speed_order`); the reason rides on the job's placement."""
         if not waiting:
             return []
         ordered = order_waiting(
@@ -378,7 +362,7 @@ class Scheduler:
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]:
         """Place waiting jobs of a region: tenants in fair-share order, each tenant's jobs by
         `within_tenant_order`; the first job that cannot start gets a backfill reservation
-        (`streams.queueing`). Bounded work per call, however long the queue."""
+        (`streams.scheduler.queueing`). Bounded work per call, however long the queue."""
         return retry_region(self, region, max_refusals=max_refusals)
 
     def on_tick(self, now_ms: int, regions: Collection[str] | None = None) -> list[Outgoing]:
@@ -386,7 +370,7 @@ class Scheduler:
         replay: `tick_s`): grace periods that ended, every queue retried, then a few waiting
         jobs look for victims (priority preemption, quota reclaim); re-planning drops holds of
         moves not confirmed in time and looks for running jobs a faster free GPU suits
-        (`streams.ticks`). Then what the horizon no longer needs is forgotten."""
+        (`streams.scheduler.ticks`). Then what the horizon no longer needs is forgotten."""
         out = tick_passes(self, now_ms, regions)
         self.book.forget_past_horizon()
         self._waiting_known = {k: w for k, w in self._waiting_known.items() if k[0] in self.queue}

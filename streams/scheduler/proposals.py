@@ -12,17 +12,17 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from scorer import ClusterState, JobSpec, PlacementResult
-from streams.tenancy import CAPACITY, QUOTA
-from streams.waiting import CAPACITY_TEXT
+from streams.scheduler.tenancy import CAPACITY, QUOTA
+from streams.scheduler.waiting import CAPACITY_TEXT
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.protocols import Proposes
 
 __all__ = ["propose", "restrict"]
 
 
 def propose(
-    s: Scheduler, routed: Mapping[str, Any], region: str, *, explain: bool = False
+    s: Proposes, routed: Mapping[str, Any], region: str, *, explain: bool = False
 ) -> tuple[PlacementResult, str, str]:
     """The placer's proposal under the tenant's quota: (result, wait code, wait reason).
     `explain`: a refusal carries its reasons (only one that is sent needs them)."""

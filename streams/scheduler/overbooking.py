@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from schemas import timestamp_ms
-from streams.job_end import ENDS
+from streams.scheduler.job_end import ENDS
 
 __all__ = ["overbooked"]
 
