@@ -35,19 +35,20 @@ from scorer.tenancy import TenancyPolicy
 from streams.clock import Clock, as_clock
 from streams.outbox import Outgoing
 from streams.replanning import Replanner
+from streams.scheduler.actions.base import Actions, Attempt
+from streams.scheduler.actions.registry import build as build_actions
 from streams.scheduler.book import Book
 from streams.scheduler.cancel import Cancels
 from streams.scheduler.convert import job_spec, node_spec
 from streams.scheduler.fairness import WithinOrder
 from streams.scheduler.horizon import DecidedJobs
 from streams.scheduler.lifecycle import force_evict, on_job_event
-from streams.scheduler.outcomes import forecast_gate, refused
 from streams.scheduler.placements import commit
 from streams.scheduler.preemption import Preemptions
 from streams.scheduler.proposals import propose, restrict
-from streams.scheduler.queueing import respect_reservation, retry_region
+from streams.scheduler.queueing import retry_region
 from streams.scheduler.recovery import rebuild_state
-from streams.scheduler.routing import region_views, reject_invalid, route
+from streams.scheduler.routing import region_views, reject_invalid
 from streams.scheduler.speed_order import ORDERS, order_waiting
 from streams.scheduler.tenancy import Tenancy
 from streams.scheduler.ticks import after_release, tick_messages, tick_passes
@@ -86,6 +87,7 @@ class Scheduler:
         porting_penalties: Mapping[str, float] | None = None,
         horizon_s: float = 600.0,
         try_once: bool = False,
+        actions: str = "default",
     ) -> None:
         self.state = state
         # arrivals-only packing: a job that does not fit now is REJECTED (never queued, never
@@ -127,6 +129,8 @@ class Scheduler:
         self.moves = moves if moves is not None else {}
         replanning = self.replan.enabled and not try_once
         self.replanner = Replanner(self, self.moves, self.replan) if replanning else None
+        # the ordered actions per trigger (`streams.scheduler.actions.registry.PIPELINES`)
+        self.actions: Actions = build_actions(actions, self)
         # forecast headroom and green deferral (streams.scheduler.deferral.ForecastUse); None: off
         self.forecasts: ForecastUse | None = None
 
@@ -195,7 +199,7 @@ class Scheduler:
     def route(self, job: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Global choice: rank regions for a JobSubmitted record and hand it to the best
         (`streams.scheduler.routing`)."""
-        return route(self, job, started_ns=started_ns)
+        return [m for action in self.actions.submitted for m in action.run(job, started_ns)]
 
     def reject_invalid(self, job: Mapping[str, Any], problems: Sequence[str]) -> list[Outgoing]:
         """REJECTED for a submission that failed validation (once per job id)."""
@@ -243,24 +247,18 @@ class Scheduler:
     def place(self, routed: Mapping[str, Any], *, started_ns: int) -> list[Outgoing]:
         """Regional choice for a RoutedJob; spill over, preempt, queue or reject when refused."""
         job = routed["job"]
-        job_id, region = job["job_id"], routed["region"]
+        job_id = job["job_id"]
         self.clock.observe(int(routed.get("ts") or 0))
         if job_id in self.final or (job_id in self.queue and not routed.get("_retry")):
             return []
         if self.routed_attempts.get(job_id, 0) > int(routed["attempt"]):
             return []  # a replay: this job was already forwarded past this region
-        if self.forecasts:
-            gated = forecast_gate(self, routed, job_spec(job), started_ns)
-            if gated is not None:
-                return gated
-        result, code, reason = self.propose(routed, region, explain=self._explain(routed))
-        if result.placed:
-            result, code, reason = respect_reservation(self, routed, region, result)
-        if result.placed:
-            placed = self.commit(routed, result, started_ns)
-            if placed is not None:
-                return [placed]
-        return refused(self, routed, result, started_ns, code, reason)
+        attempt = Attempt(routed, started_ns)
+        for action in self.actions.arrival:  # defer, place, refuse (`streams.scheduler.actions`)
+            decided = action.run(attempt)
+            if decided is not None:
+                return decided
+        return []
 
     def place_waiting(self, routed: Mapping[str, Any], *, note: str = "") -> list[Outgoing]:
         """Place a queued job now if it fits (its wait reason is updated when not)."""
@@ -282,17 +280,6 @@ class Scheduler:
         """Reserve, book and announce a placement (`streams.scheduler.outcomes`); None when the GPUs
         were taken meanwhile."""
         return commit(self, routed, result, started_ns, note=note)
-
-    @staticmethod
-    def _explain(routed: Mapping[str, Any]) -> bool:
-        """Whether a refusal here needs its reasons (only a decision that is sent does).
-
-        A failed retry stays queued silently; a refusal with regions left to try spills over,
-        and needs only "could it ever fit here" until a queue region is chosen.
-        """
-        if routed.get("_retry"):
-            return False
-        return not (routed.get("candidates") and routed.get("queue_region"))
 
     def enqueue(self, routed: Mapping[str, Any], code: str, reason: str) -> Outgoing:
         """Put a job in its region's queue; the QUEUED decision saying why it waits."""
@@ -334,7 +321,7 @@ class Scheduler:
     def after_release(self, regions: Sequence[str]) -> list[Outgoing]:
         """Capacity came back: waiting jobs first, then running jobs that a faster GPU suits
         (`streams.scheduler.ticks`)."""
-        return after_release(self, regions)
+        return after_release(self, regions, self.actions.release)
 
     def _speed_order(self, waiting: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """Within a tenant: priority bands, then the job that gains most from the free GPUs
@@ -371,7 +358,7 @@ class Scheduler:
         jobs look for victims (priority preemption, quota reclaim); re-planning drops holds of
         moves not confirmed in time and looks for running jobs a faster free GPU suits
         (`streams.scheduler.ticks`). Then what the horizon no longer needs is forgotten."""
-        out = tick_passes(self, now_ms, regions)
+        out = tick_passes(self, now_ms, regions, self.actions.tick)
         self.book.forget_past_horizon()
         self._waiting_known = {k: w for k, w in self._waiting_known.items() if k[0] in self.queue}
         self.queue_why = {j: w for j, w in self.queue_why.items() if j in self.queue}

@@ -38,6 +38,7 @@ __all__ = [
     "Refuses",
     "Retries",
     "Routes",
+    "Runs",
     "Ticks",
     "Waits",
 ]
@@ -210,3 +211,7 @@ class Ticks(Booked, Protocol):
     def replanner(self) -> Replanner | None: ...
     def place_waiting(self, routed: Mapping[str, Any], *, note: str = "") -> list[Outgoing]: ...
     def retry_queue(self, region: str, *, max_refusals: int = 8) -> list[Outgoing]: ...
+
+
+class Runs(Routes, Retries, Ticks, Protocol):
+    """What the actions of a pipeline need together (`streams.scheduler.actions.registry`)."""

@@ -17,41 +17,37 @@ from infra.topics import REPLAN_TICKS
 from streams.outbox import Outgoing, new_event_id, outgoing
 
 if TYPE_CHECKING:
+    from streams.scheduler.actions.base import RegionAction
     from streams.scheduler.protocols import Ticks
 
 __all__ = ["after_release", "region_pass", "tick_messages", "tick_passes"]
 
 
-def after_release(s: Ticks, regions: Sequence[str]) -> list[Outgoing]:
+def after_release(
+    s: Ticks, regions: Sequence[str], actions: Sequence[RegionAction]
+) -> list[Outgoing]:
     """Capacity came back: waiting jobs first, then running jobs that a faster GPU suits."""
     out: list[Outgoing] = []
     for region in regions:
-        out.extend(region_pass(s, region))
+        out.extend(region_pass(region, actions))
     return out
 
 
-def region_pass(s: Ticks, region: str) -> list[Outgoing]:
-    """Waiting jobs first (a gang whose node was just freed for it before all), then
-    running jobs a faster free GPU suits, then defragmentation for waiting gangs."""
+def region_pass(region: str, actions: Sequence[RegionAction]) -> list[Outgoing]:
+    """One region's pass: each of `actions` in order (`streams.scheduler.actions`; by default
+    a gang whose node was just freed for it, then waiting jobs, then re-planning)."""
     out: list[Outgoing] = []
-    if s.replanner is not None:
-        for gang in s.replanner.room_ready(region):
-            routed = s.queue.get(gang)
-            if routed is not None:
-                note = "defragmentation freed a node for this gang"
-                out.extend(s.place_waiting(routed, note=note))
-            else:  # a running gang spread over nodes: consolidate it on the freed node
-                out.extend(s.replanner.better_match(region, only={gang}))
-    out.extend(s.retry_queue(region))
-    if s.replanner is not None:
-        out.extend(s.replanner.passes(region))
+    for action in actions:
+        out.extend(action.run(region))
     return out
 
 
-def tick_passes(s: Ticks, now_ms: int, regions: Collection[str] | None) -> list[Outgoing]:
-    """Grace periods that ended, then a pass and a preemption sweep over every region with
-    waiting jobs or moves (of `regions`, when given); re-planning first drops holds of moves
-    not confirmed in time."""
+def tick_passes(
+    s: Ticks, now_ms: int, regions: Collection[str] | None, actions: Sequence[RegionAction]
+) -> list[Outgoing]:
+    """Grace periods that ended, then the tick actions (a pass and a preemption sweep) over
+    every region with waiting jobs or moves (of `regions`, when given); re-planning first
+    drops holds of moves not confirmed in time."""
     s.clock.observe(now_ms)
     out = s.preemption.expire(now_ms, regions) + s.cancels.expire(now_ms, regions)
     active = {r["region"] for r in s.queue.values()}
@@ -61,8 +57,7 @@ def tick_passes(s: Ticks, now_ms: int, regions: Collection[str] | None) -> list[
     if regions is not None:
         active &= set(regions)
     for region in sorted(active):
-        out.extend(region_pass(s, region))
-        out.extend(s.preemption.sweep(region))
+        out.extend(region_pass(region, actions))
     return out
 
 
