@@ -43,8 +43,8 @@ from infra.topics import (
     NODE_INVENTORY,
 )
 from schemas import CodecError, SingleObjectCodec
-from streams.overbooking import overbooked
-from streams.validation import Rules, problems
+from streams.scheduler.overbooking import overbooked
+from streams.scheduler.validation import Rules, problems
 
 CODEC = SingleObjectCodec()
 

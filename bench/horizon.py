@@ -25,7 +25,7 @@ from agents.jobgen import generate_jobs
 from bench._common import load_average, report_result
 from bench.queue_costs import _submit
 from bench.worker_costs import _scheduler
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 _TIMED = 1000  # jobs timed at each size
 

@@ -22,7 +22,7 @@ from agents.jobgen import generate_jobs
 from bench._common import load_average, report_result
 from bench.worker_costs import _scheduler
 from infra.topics import JOBS_ROUTED
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 
 def _submit(s: Scheduler, job: dict[str, Any], placed: list[tuple[str, str]]) -> None:

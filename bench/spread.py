@@ -24,8 +24,8 @@ from agents.jobgen import DEMO_MEAN_DURATION_S, generate_jobs
 from bench._common import write_result
 from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
 from scorer import ClusterState, make_placer
-from streams.convert import node_spec
-from streams.scheduling import Scheduler
+from streams.scheduler.convert import node_spec
+from streams.scheduler.core import Scheduler
 
 
 def _scheduler(nodes: list[dict[str, Any]], regions: list[str]) -> Scheduler:

@@ -29,7 +29,7 @@ from scorer import ClusterState, make_placer
 from scorer.policies import preset
 from scorer.replan import ReplanConfig
 from streams.runtime.fleet import FleetTracker
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 CODEC = SingleObjectCodec()
 

@@ -20,7 +20,7 @@ from scorer.replan import ReplanConfig
 from scorer.tenancy import TenancyPolicy
 from streams.base.clock import EventClock
 from streams.base.outbox import Outgoing
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 __all__ = ["InProcessDecider"]
 

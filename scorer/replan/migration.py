@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from scorer.errors import ReservationError
+from scorer.holds import move_key as hold_key
 from scorer.placer import Placer
 from scorer.replan.config import ReplanConfig
 from scorer.replan.progress import MoveCost, RunningJob, move_cost
@@ -30,12 +31,6 @@ __all__ = [
     "movable",
     "next_checkpoint_ms",
 ]
-
-HOLD = "#move"  # suffix of the reservation that holds a move's target GPUs
-
-
-def hold_key(job_id: str) -> str:
-    return f"{job_id}{HOLD}"
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from scorer.network import (
     QuotaLedger,
 )
 from streams.base.outbox import Outgoing, new_event_id, outgoing
-from streams.job_end import ENDS
+from streams.scheduler.job_end import ENDS
 
 __all__ = ["BandwidthProcessor", "flow_records", "flows_from_records"]
 

@@ -34,7 +34,7 @@ from infra.config import KafkaConfig
 from infra.kafka import consumer
 from infra.topics import DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS, JOBS_ROUTED, TOPICS
 from schemas import Codec, DecodeError, timestamp_ms
-from streams.job_end import ENDS, end_kind, is_over
+from streams.scheduler.job_end import ENDS, end_kind, is_over
 
 __all__ = ["Ledger", "LogReset"]
 

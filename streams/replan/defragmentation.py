@@ -20,8 +20,8 @@ from typing import Any
 from scorer import Assignment, JobSpec
 from scorer.replan import Statement, free_node_for, movable
 from streams.base.outbox import Outgoing
-from streams.convert import job_spec
 from streams.replan.parts import DefragHost
+from streams.scheduler.convert import job_spec
 
 __all__ = ["SPREAD_GAIN", "defragment", "drop_room", "hold_room", "room_ready", "waiting_gangs"]
 

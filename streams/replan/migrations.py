@@ -11,8 +11,8 @@ from typing import Any
 from scorer import ReservationError
 from scorer.replan import MoveProposal, ReplanConfig, RunningJob, hold_key
 from streams.base.outbox import new_event_id
-from streams.convert import assignment_records, job_spec, parse_assignments
 from streams.replan.parts import MoveBook
+from streams.scheduler.convert import assignment_records, job_spec, parse_assignments
 
 __all__ = [
     "confirmed",

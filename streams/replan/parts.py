@@ -18,7 +18,7 @@ from streams.base.clock import Clock
 from streams.base.outbox import Outgoing
 
 if TYPE_CHECKING:
-    from streams.tenancy import Tenancy
+    from streams.scheduler.tenancy import Tenancy
 
 __all__ = ["DefragHost", "MoveBook", "SchedulerParts"]
 

@@ -37,7 +37,6 @@ from scorer.replan import (
     next_checkpoint_ms,
 )
 from streams.base.outbox import Outgoing, outgoing
-from streams.convert import parse_assignments
 from streams.replan.defragmentation import SPREAD_GAIN, defragment, drop_room, hold_room, room_ready
 from streams.replan.migrations import (
     migration_record,
@@ -47,6 +46,7 @@ from streams.replan.migrations import (
     running_job,
 )
 from streams.replan.parts import SchedulerParts
+from streams.scheduler.convert import parse_assignments
 
 __all__ = ["SPREAD_GAIN", "Replanner", "SchedulerParts"]
 

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from infra.topics import DECISIONS_MIGRATION, REGION_STATE
+from scorer.holds import HOLD_PREFIX as HOLD
 from streams.base.outbox import Outgoing, new_event_id, now_ms, outgoing
-from streams.convert import assignment_records, node_spec
-from streams.protection import CORDON_KEY, Protection
-from streams.scheduling import Scheduler
+from streams.scheduler.convert import assignment_records, node_spec
+from streams.scheduler.core import Scheduler
+from streams.scheduler.protection import CORDON_KEY, Protection
 from streams.telemetry.reports import Reports
-from streams.tenancy import HOLD
 
 __all__ = ["FleetTracker"]
 

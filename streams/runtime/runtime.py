@@ -18,19 +18,19 @@ from infra.signing import verifier
 from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_ROUTED, NODE_INVENTORY
 from schemas import Codec, CodecError
 from scorer.errors import GpuflowError
-from streams.admission import VERIFIED_TENANT, Admission
 from streams.base.outbox import Outgoing
 from streams.base.prometheus import METRICS, record_dead_letter
 from streams.ledger.snapshot import LedgerKeeper
-from streams.regions import RemoteRegions
 from streams.runtime.activity import Activity
 from streams.runtime.consumer_state import StallWatch
 from streams.runtime.fleet import FleetTracker
 from streams.runtime.metrics import Metrics
 from streams.runtime.ownership import Ownership
 from streams.runtime.sent import RecentDecisions, note_sent
-from streams.scheduling import Scheduler
-from streams.validation import Rules, joined, problems
+from streams.scheduler.admission import VERIFIED_TENANT, Admission
+from streams.scheduler.core import Scheduler
+from streams.scheduler.regions import RemoteRegions
+from streams.scheduler.validation import Rules, joined, problems
 
 if TYPE_CHECKING:
     from streams.services.autoscaler import Autoscaler

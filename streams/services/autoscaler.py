@@ -48,7 +48,7 @@ from streams.services.replicas import Replica, job_record_of, replicas_of, zone_
 
 if TYPE_CHECKING:
     from schemas.signing import Signer
-    from streams.scheduling import Scheduler
+    from streams.scheduler.core import Scheduler
 
 __all__ = ["Autoscaler", "ServiceBook"]
 

@@ -13,7 +13,7 @@ from scorer.services import ServiceSpec
 from scorer.types import JobSpec
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.core import Scheduler
 
 __all__ = [
     "REPLICA_DURATION_S",

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from infra.store.telemetry import TelemetryBatch
 from scorer.protection import CRITICAL_XIDS
-from streams.validation import (
+from streams.scheduler.validation import (
     GPU_REALS,
     MAX_ID_CHARS,
     MAX_LIST,

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from streams.tenancy import CAPACITY, PREEMPTING
+from streams.scheduler.tenancy import CAPACITY, PREEMPTING
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.core import Scheduler
 
 __all__ = ["STATES", "job_view", "jobs_view"]
 

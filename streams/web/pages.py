@@ -12,10 +12,10 @@ from typing import Any
 
 import faust
 
-from streams.plan import register_plan_page
+from scorer.holds import HOLD_PREFIX as HOLD
 from streams.runtime.consumer_state import consumer_state
 from streams.runtime.runtime import Runtime
-from streams.tenancy import HOLD
+from streams.scheduler.plan import register_plan_page
 from streams.web.job_views import job_view, jobs_view
 from streams.web.queue_view import queue_snapshot
 

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from scorer.tenancy import borrowed, limit_of, nominal_of
-from streams.fairness import entry_priority
-from streams.tenancy import CAPACITY, PREEMPTING
+from streams.scheduler.fairness import entry_priority
+from streams.scheduler.tenancy import CAPACITY, PREEMPTING
 
 if TYPE_CHECKING:
-    from streams.scheduling import Scheduler
+    from streams.scheduler.core import Scheduler
 
 __all__ = ["queue_snapshot"]
 

@@ -43,14 +43,14 @@ from scorer.errors import GpuflowError, UnknownPluginError
 from scorer.network import NetworkView
 from streams.bandwidth.processor import BandwidthProcessor
 from streams.base.clock import EventClock, WallClock
-from streams.cancel_agent import register_cancel
-from streams.deferral import ForecastBook, ForecastUse
 from streams.history.process import HistoryProcess
 from streams.history.sql import register_sql_proxy
-from streams.regions import RemoteRegions
 from streams.runtime.ownership import Ownership, region_table
 from streams.runtime.runtime import Runtime
-from streams.scheduling import Scheduler
+from streams.scheduler.cancel_agent import register_cancel
+from streams.scheduler.core import Scheduler
+from streams.scheduler.deferral import ForecastBook, ForecastUse
+from streams.scheduler.regions import RemoteRegions
 from streams.web.metrics_page import register_metrics_page
 from streams.web.pages import register_pages
 from streams.web.ui import register_ui

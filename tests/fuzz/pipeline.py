@@ -18,8 +18,8 @@ from schemas import CodecError, SingleObjectCodec
 from scorer import ClusterState, Placer
 from streams.base.outbox import Outgoing
 from streams.runtime.fleet import FleetTracker
-from streams.scheduling import Scheduler
-from streams.validation import Rules, problems
+from streams.scheduler.core import Scheduler
+from streams.scheduler.validation import Rules, problems
 
 CODEC = SingleObjectCodec()
 

@@ -14,7 +14,7 @@ from pipeline import CODEC, WorkerTwin
 
 from agents.hostile import CONSUMED, HostileRecords
 from schemas import CodecError, default_schemas
-from streams.validation import problems
+from streams.scheduler.validation import problems
 
 FUZZ = settings(
     max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck)

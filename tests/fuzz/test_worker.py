@@ -23,7 +23,7 @@ from infra.config import Config
 from infra.kafka import producer
 from infra.topics import DEADLETTER, DECISIONS_MIGRATION, DECISIONS_PLACEMENT, JOBS_EVENTS
 from schemas import CodecError
-from streams.validation import Rules, problems
+from streams.scheduler.validation import Rules, problems
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from gpuflow.commands.queue import render_queue
 from gpuflow.render import advisory_line, preemption_line
 from scorer import ClusterState, Placer
 from scorer.tenancy import parse_policy
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 from streams.web.queue_view import queue_snapshot
 
 runner = CliRunner()

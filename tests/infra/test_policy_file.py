@@ -14,7 +14,7 @@ from infra.policy import PolicyFile, load_policy
 from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
 from streams.runtime.runtime import Runtime
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,7 @@ from infra.config import Config
 from infra.kafka import consumer, end_offsets, producer
 from infra.topics import DECISIONS_MIGRATION, JOBS_SUBMITTED
 from schemas import SingleObjectCodec
-from streams.overbooking import overbooked
+from streams.scheduler.overbooking import overbooked
 
 CODEC = SingleObjectCodec()
 

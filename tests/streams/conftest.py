@@ -19,8 +19,8 @@ from infra.topics import DECISIONS_PLACEMENT, DECISIONS_PREEMPTION, JOBS_ROUTED
 from scorer import ClusterState, Placer
 from scorer.tenancy import TenancyPolicy, parse_policy
 from streams.base.outbox import Outgoing
-from streams.job_end import ENDS, end_kind
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
+from streams.scheduler.job_end import ENDS, end_kind
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from harness import overbooked

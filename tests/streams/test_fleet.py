@@ -10,7 +10,7 @@ import pytest
 from infra.topics import DECISIONS_MIGRATION, REGION_STATE
 from scorer import Assignment, ClusterState, Placer
 from streams.runtime.fleet import FleetTracker
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 
 def tracker(*nodes: dict[str, Any]) -> FleetTracker:

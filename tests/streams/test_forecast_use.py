@@ -15,8 +15,8 @@ from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED
 from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
 from streams.base.outbox import Outgoing, now_ms
-from streams.deferral import ForecastBook, ForecastUse
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
+from streams.scheduler.deferral import ForecastBook, ForecastUse
 
 HOUR_MS = 3_600_000
 

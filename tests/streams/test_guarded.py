@@ -15,7 +15,7 @@ from infra.topics import DEADLETTER, GRID_SIGNALS
 from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
 from streams.runtime.runtime import Runtime
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 from streams.worker.guarded import guarded
 
 CODEC = SingleObjectCodec()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from scorer import ClusterState, Placer
-from streams.horizon import DecidedJobs, ReleasedLog
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
+from streams.scheduler.horizon import DecidedJobs, ReleasedLog
 
 
 class Clock:
@@ -86,8 +86,8 @@ def test_released_log_hands_out_each_expired_job_once_per_region() -> None:
 def _scheduler(horizon_s: float, clock: Clock) -> Scheduler:
     state = ClusterState()
     s = Scheduler(state, Placer(state), reservations={}, queue={}, nodes={}, partitions=4)
-    s.final = DecidedJobs(horizon_s, clock)
-    s.released = ReleasedLog(horizon_s, clock)
+    s.book.final = DecidedJobs(horizon_s, clock)
+    s.book.released = ReleasedLog(horizon_s, clock)
     s.nodes["n1"] = {
         "node_id": "n1", "region": "eu", "gpu_model": "A100-80", "gpu_count": 8,
         "gpu_memory_mib": 81920, "zone": "z1", "rack": "r1", "price_per_gpu_hour": 2.0,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streams.job_end import end_kind, end_rule, is_over, split_kind
+from streams.scheduler.job_end import end_kind, end_rule, is_over, split_kind
 
 
 def _routed(retries: int, failures: int = 0) -> dict[str, Any]:

@@ -29,47 +29,26 @@ from pathlib import Path
 
 STREAMS = Path(__file__).resolve().parents[2] / "streams"
 
-# The scheduler core's modules while they still stand flat in streams/ (its own branch moves
-# them into streams/scheduler/; then these names give way to that package's).
+# The scheduler's records: the floors between read them without needing the scheduler.
 _CORE_RECORDS = ("convert", "validation", "job_end", "fairness", "running_book", "tenancy")
-_CORE = (
-    "scheduling", "routing", "proposals", "outcomes", "queueing", "quota_holds", "preemption",
-    "victim_search", "lifecycle", "recovery", "horizon", "ticks", "waiting", "cancel",
-    "admission", "deferral", "speed_order", "overbooking", "protection", "plan", "regions",
-)  # fmt: skip
 
 # Lowest first: (floor, module prefixes on it).
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("streams", "streams.base")),
-    ("records", tuple(f"streams.{m}" for m in _CORE_RECORDS)),
+    ("records", tuple(f"streams.scheduler.{m}" for m in _CORE_RECORDS)),
     ("forecasting", ("streams.forecasting",)),
     ("history", ("streams.history",)),
     ("telemetry", ("streams.telemetry",)),
     ("ledger", ("streams.ledger",)),
     ("bandwidth", ("streams.bandwidth",)),
     ("replan", ("streams.replan",)),
-    ("scheduler", ("streams.scheduler", *(f"streams.{m}" for m in _CORE))),
+    ("scheduler", ("streams.scheduler",)),
     ("services", ("streams.services",)),
     ("runtime", ("streams.runtime",)),
     ("web", ("streams.web",)),
     # the cancel agent is a Faust agent of the core's: it stands with the other agents
-    ("worker", ("streams.worker", "streams.__main__", "streams.cancel_agent")),
+    ("worker", ("streams.worker", "streams.__main__", "streams.scheduler.cancel_agent")),
 )
-
-# PENDING_CORE: the only circles still allowed, the scheduler core's own, which its branch
-# (core-book) takes apart: the 14 modules tied through `Scheduler`, and the tenancy book with
-# its running jobs. Remove this constant when that branch lands; no other exceptions.
-PENDING_CORE: tuple[frozenset[str], ...] = (
-    frozenset(
-        f"streams.{m}"
-        for m in (
-            "cancel", "horizon", "lifecycle", "outcomes", "preemption", "proposals", "queueing",
-            "quota_holds", "recovery", "routing", "scheduling", "ticks", "victim_search",
-            "waiting",
-        )
-    ),
-    frozenset({"streams.running_book", "streams.tenancy"}),
-)  # fmt: skip
 
 
 def modules() -> dict[str, Path]:
@@ -174,19 +153,10 @@ def test_no_circle_among_streams_modules() -> None:
     edges = graph()
     bad = []
     for part in circles(edges):
-        if frozenset(part) in PENDING_CORE:
-            continue
         a = part[0]
         b = next(t for t in sorted(edges[a]) if t in part)
         bad.append(f"{a} imports {b}, and {b} leads back to {a} (circle of {len(part)}: {part})")
     assert bad == [], "import circles in streams/:\n" + "\n".join(bad)
-
-
-def test_the_pending_core_circles_are_still_there() -> None:
-    """PENDING_CORE may excuse only circles that exist: once one is gone, delete it there."""
-    found = {frozenset(part) for part in circles(graph())}
-    gone = [sorted(c) for c in PENDING_CORE if c not in found]
-    assert gone == [], f"these circles of the core are gone, remove them from PENDING_CORE: {gone}"
 
 
 def test_the_checks_see_a_circle_and_a_floor() -> None:
@@ -197,5 +167,7 @@ def test_the_checks_see_a_circle_and_a_floor() -> None:
     names = [floor for floor, _ in FLOORS]
     assert floor_of("streams") == floor_of("streams.base.outbox") == names.index("base")
     assert floor_of("streams.web.pages") == names.index("web")
-    assert floor_of("streams.cancel_agent") == names.index("worker")
+    assert floor_of("streams.scheduler.cancel_agent") == names.index("worker")
+    assert floor_of("streams.scheduler.convert") == names.index("records")
+    assert floor_of("streams.scheduler.core") == names.index("scheduler")
     assert floor_of("streams.nowhere") is None

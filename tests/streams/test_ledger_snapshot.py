@@ -19,7 +19,7 @@ from streams.ledger.ledger import Ledger
 from streams.ledger.snapshot import _FORMAT as FORMAT
 from streams.ledger.snapshot import load_ledger, save_ledger
 from streams.runtime.runtime import Runtime
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 
 def _ledger(jobs: int) -> Ledger:

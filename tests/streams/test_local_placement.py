@@ -14,7 +14,7 @@ from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
 from streams.runtime.ownership import Ownership
 from streams.runtime.runtime import Runtime
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 
 def _node(node_id: str, region: str, gpus: int) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from streams.overbooking import overbooked
+from streams.scheduler.overbooking import overbooked
 
 
 def _placed(job_id: str, ts: int, node: str, gpu: int = 0) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 from infra.topics import JOBS_ROUTED, RegionPartitioner
 from scorer import ClusterState, Placer
 from streams.runtime.ownership import Ownership, region_table
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 ORDER = ("a", "b", "c")  # pinned: a -> 0, b -> 1, c -> 2 of 4 partitions
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from scorer import ClusterState, make_placer
-from streams.plan import plan_job
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
+from streams.scheduler.plan import plan_job
 
 
 def node(node_id: str, region: str, model: str, memory_mib: int, price: float,

@@ -7,8 +7,8 @@ import time
 from infra.config import load_config
 from schemas import SingleObjectCodec
 from scorer import ClusterState, NodeSpec, Placer
-from streams.regions import RemoteRegions
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
+from streams.scheduler.regions import RemoteRegions
 
 
 def summary(region: str, free: int, *, age_s: float = 0.0) -> dict:

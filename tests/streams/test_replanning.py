@@ -15,7 +15,7 @@ from scorer.replan import ReplanConfig
 from streams.base.clock import EventClock
 from streams.base.outbox import Outgoing
 from streams.runtime.fleet import FleetTracker
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 RESNET = "ResNet-50 (batch size 64)"  # Gavel: K80 0.619, P100 2.619, V100 4.395 steps/s
 K80_SPEED = 0.6190282202246573 / 4.394774823323071  # 0.1409 of a V100
@@ -339,7 +339,7 @@ def test_a_region_looks_for_cheaper_or_greener_places_once_a_minute(
 def test_the_speed_order_keeps_each_waiting_job_s_speeds_between_passes(
     gavel: ThroughputModel,
 ) -> None:
-    from streams.speed_order import order_waiting
+    from streams.scheduler.speed_order import order_waiting
 
     s = make(gavel, node("v", "V100-16", 1), node("k", "K80", 1))
     waiting = [

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from streams.running_book import RunningBook
-from streams.tenancy import Running, Tenancy
+from streams.scheduler.running_book import RunningBook
+from streams.scheduler.tenancy import Running, Tenancy
 
 
 def run(job_id: str, tenant: str, region: str, milli: int) -> Running:

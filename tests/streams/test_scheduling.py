@@ -11,7 +11,7 @@ from infra.topics import DECISIONS_PLACEMENT, JOBS_ROUTED, region_partition
 from scorer import ClusterState, Placer
 from scorer.catalog import Catalog, GpuModelSpec, default_catalog
 from streams.base.outbox import Outgoing
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 
 PARTS = 4
 

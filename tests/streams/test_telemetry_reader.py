@@ -12,7 +12,7 @@ from schemas import SingleObjectCodec
 from scorer import ClusterState, Placer
 from streams.history.telemetry import TelemetryLane
 from streams.runtime.runtime import Runtime
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
 from streams.telemetry.reader import RawBatch, TelemetryReader
 
 CODEC = SingleObjectCodec()

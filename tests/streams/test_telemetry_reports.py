@@ -20,9 +20,9 @@ from scorer import ClusterState, Placer
 from streams.history.telemetry import TelemetryLane
 from streams.runtime.activity import Activity
 from streams.runtime.fleet import FleetTracker
-from streams.scheduling import Scheduler
+from streams.scheduler.core import Scheduler
+from streams.scheduler.validation import Rules, problems
 from streams.telemetry.reports import Reports, acceptable
-from streams.validation import Rules, problems
 
 CODEC = SingleObjectCodec()
 NOW = int(time.time() * 1000)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from streams.replan.migrations import running_job
-from streams.tenancy import Running
+from streams.scheduler.tenancy import Running
 
 BATCH = {"tenant": "batch-team", "priority_class": "batch", "checkpoint_interval_s": 600,
          "expected_duration_s": 3600.0}  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streams.validation import problems
+from streams.scheduler.validation import problems
 
 
 def telemetry(**gpu: Any) -> dict[str, Any]:

@@ -1,0 +1,3 @@
+"""The worker's scheduling core: one book of state (`book`), changed only through it."""
+
+from __future__ import annotations
