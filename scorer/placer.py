@@ -1,5 +1,6 @@
 """The regional placer: filter -> score -> choose nodes and GPU indices. It does not reserve:
-the caller reserves the proposal (policy separate from mechanism)."""
+the caller reserves the proposal (policy separate from mechanism), then tells the placer
+(`observe`) so that plugins that learn from placements count it; placing never learns."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from scorer.framework import (
     CycleContext,
     FilterPlugin,
     ModelVectors,
+    ObservePlugin,
     PlanFilterPlugin,
     PlanScorePlugin,
     ScorePlugin,
@@ -69,8 +71,15 @@ class Placer:
         self.network = network
         self.plan_filters = [f for f in self.filters if isinstance(f, PlanFilterPlugin)]
         self.plan_scores = [p for p in self.scores if isinstance(p, PlanScorePlugin)]
+        self.observers = [p for p in (*self.filters, *self.scores) if isinstance(p, ObservePlugin)]
         self._vectors_cache: dict[tuple[object, ...], ModelVectors] = {}
         self._weights_cache: dict[tuple[object, ...], dict[str, float]] = {}
+
+    def observe(self, job: JobSpec) -> None:
+        """A placement of `job` was committed (reserved): the plugins that learn from the jobs
+        placed (job mix, pinned demand) count it, each job once."""
+        for plugin in self.observers:
+            plugin.observe(job)
 
     # ---- the cycle -----------------------------------------------------------------------
     def place(

@@ -57,6 +57,7 @@ def commit(
         reasons=[note] if note else None,
     )
     spec = s.spec_of(routed)
+    s.placer.observe(spec)  # the placement is committed: plugins that learn count it now
     restore_s = restore_s_of(s, routed)
     run = s.tenancy.record(
         spec, record["region"], result.gpu_model, now_ms=now,
