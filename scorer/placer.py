@@ -112,6 +112,9 @@ class Placer:
         """The best placement now on each (region, GPU model), best first. All are scored in
         one cycle over the nodes considered, so their scores compare (`gpuflow submit
         --dry-run` shows them as alternatives). Reserves nothing."""
+        if job.cpu_only:  # its one host-only placement: there is no GPU model to compare
+            result = self.place(job, region)
+            return [result] if result.placed else []
         ctx, _, refusals, candidates = self._filter(job, region)
         if not candidates.size:
             return []

@@ -107,8 +107,7 @@ def test_a_dry_run_leaves_every_plugin_state_unchanged() -> None:
         probe = replace(job, job_id=f"dry-{i}")
         placer.place(probe)
         placer.place(probe, "a", explain=False)
-        if not probe.cpu_only:  # options() of a CPU-only job fails today (left alone)
-            placer.options(probe)
+        placer.options(probe)
         placer.usable(probe, "b")
     assert _plugins(placer) == before
     placer.observe(JOBS[3])  # a commit does change it: the snapshot can tell
@@ -121,8 +120,7 @@ def test_dry_runs_change_no_later_decision() -> None:
         job = replace(job, job_id=f"{job.job_id}-{n}")
         for probe_id in ("probe-a", "probe-b"):  # scored, never placed
             dry.place(replace(job, job_id=probe_id))
-            if not job.cpu_only:
-                dry.options(job)
+            dry.options(job)
         got, want = dry.place(job), plain.place(job)
         assert got.assignments == want.assignments and got.score == want.score, job.job_id
         if got.placed:
