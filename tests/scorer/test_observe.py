@@ -10,9 +10,11 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+import pytest
 
 from scorer import Assignment, ClusterState, JobSpec, NodeSpec, Placer, default_catalog
 from scorer.framework import Memo
+from scorer.network import Link, LinkGraph, NetworkView
 from scorer.registry import FILTERS, SCORES
 
 MODELS = ("H100", "A100-80", "T4", "L4")
@@ -34,9 +36,12 @@ def _fleet() -> ClusterState:
     return state
 
 
-def _placer(state: ClusterState) -> Placer:
-    """Every registered plugin at once, so none escapes the check."""
-    return Placer(state, filters=tuple(FILTERS), scores=tuple(SCORES))
+def _placer(state: ClusterState, networked: bool = True) -> Placer:
+    """Every registered plugin at once, so none escapes the check; with links between the
+    regions, the plan plugins (communication fit) judge spread and cross-region gangs too."""
+    links = [Link("a", "b", 20, 100, 0.02), Link("b", "a", 20, 100, 0.02)]
+    network = NetworkView(LinkGraph(links)) if networked else None
+    return Placer(state, filters=tuple(FILTERS), scores=tuple(SCORES), network=network)
 
 
 JOBS = (
@@ -53,6 +58,16 @@ JOBS = (
         data_parallel=2,
     ),
     JobSpec("host", gpu_count=0, cpu_milli=2000, memory_mib=4000),
+    JobSpec(
+        "wide",
+        kind="TRAINING",
+        params_b=7,
+        precision="BF16",
+        gpu_count=16,
+        tensor_parallel=4,
+        data_parallel=4,
+        cross_region_ok=True,
+    ),
 )
 
 
@@ -98,8 +113,9 @@ def _plugins(placer: Placer) -> list[Any]:
     return snapshot([*placer.filters, *placer.scores])
 
 
-def test_a_dry_run_leaves_every_plugin_state_unchanged() -> None:
-    placer = _placer(_fleet())
+@pytest.mark.parametrize("networked", [True, False])
+def test_a_dry_run_leaves_every_plugin_state_unchanged(networked: bool) -> None:
+    placer = _placer(_fleet(), networked)
     for job in JOBS[:3]:  # some placements committed: the learned state is not empty
         assert _commit(placer, job)
     before = _plugins(placer)
