@@ -9,7 +9,7 @@ GpuflowError                    root (scorer.errors)
 
 from __future__ import annotations
 
-from scorer.errors import GpuflowError
+from gpuflow_errors import GpuflowError
 
 __all__ = [
     "ForecastError",

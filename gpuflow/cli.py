@@ -28,7 +28,7 @@ from gpuflow.commands.slurm import slurm_bridge
 from gpuflow.commands.sql import sql
 from gpuflow.commands.top import top
 from gpuflow.commands.up import up
-from scorer.errors import GpuflowError
+from gpuflow_errors import GpuflowError
 
 __all__ = ["app", "main"]
 

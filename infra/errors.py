@@ -9,7 +9,7 @@ GpuflowError
 
 from __future__ import annotations
 
-from scorer.errors import GpuflowError
+from gpuflow_errors import GpuflowError
 
 __all__ = ["BrokerError", "ConfigError", "GpuflowError", "InfraError", "StoreError"]
 

@@ -7,10 +7,10 @@ framework and registry, the regional Placer, the router's rank_regions and place
 
 from __future__ import annotations
 
+from gpuflow_errors import GpuflowError
 from scorer.catalog import Catalog, GpuModelSpec, default_catalog, load_catalog
 from scorer.errors import (
     CatalogError,
-    GpuflowError,
     InvalidSpecError,
     ReservationError,
     ScorerError,

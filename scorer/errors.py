@@ -1,6 +1,6 @@
-"""Errors of the decision core, and the root of every gpuflow error.
+"""Errors of the decision core, under the root of every gpuflow error (`gpuflow_errors`).
 
-    GpuflowError                 root: every error gpuflow raises on purpose
+    GpuflowError                 root (gpuflow_errors): every error gpuflow raises on purpose
     └── ScorerError              a fault inside the decision core
         ├── UnknownPluginError   a registry has no plugin of that name
         ├── CatalogError         a GPU catalogue or throughput table cannot be used
@@ -13,19 +13,16 @@
 
 from __future__ import annotations
 
+from gpuflow_errors import GpuflowError
+
 __all__ = [
     "CatalogError",
-    "GpuflowError",
     "InvalidSpecError",
     "ReservationError",
     "ScorerError",
     "UnknownNodeError",
     "UnknownPluginError",
 ]
-
-
-class GpuflowError(Exception):
-    """Root of every error gpuflow raises on purpose."""
 
 
 class ScorerError(GpuflowError):

@@ -2,7 +2,9 @@
 
 A filter plugin returns a boolean mask over the candidate nodes (vectorised) and can explain one
 node with a `Status` listing every reason; a score plugin returns 0..100 per feasible node.
-"Does not fit" is a Status, never an exception.
+"Does not fit" is a Status, never an exception. Scoring and filtering never learn: a plugin that
+learns from the jobs placed (a job mix, pinned demand) implements `ObservePlugin`, which the
+caller invokes once a placement is committed (`Placer.observe`), so a dry run changes nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ __all__ = [
     "CycleContext",
     "FilterPlugin",
     "Insufficient",
+    "Memo",
     "ModelVectors",
+    "ObservePlugin",
     "PlanFilterPlugin",
     "PlanScorePlugin",
     "ScorePlugin",
@@ -217,6 +221,23 @@ class PlanScorePlugin(Protocol):
     name: str
 
     def score_plan(self, ctx: CycleContext, plan: GangPlan) -> float: ...
+
+
+@runtime_checkable
+class ObservePlugin(Protocol):
+    """A plugin that learns from placements: `observe` is told of each committed placement
+    (once, after its reservation), never of a job only scored."""
+
+    name: str
+
+    def observe(self, job: JobSpec) -> None: ...
+
+
+class Memo:
+    """Marks a cache a plugin may fill while scoring: its content is a pure function of the
+    plugin's learned state and the cluster's rows, so filling it changes no decision."""
+
+    __slots__ = ()
 
 
 def clamp_score(values: np.ndarray) -> np.ndarray:

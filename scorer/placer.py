@@ -1,11 +1,13 @@
 """The regional placer: filter -> score -> choose nodes and GPU indices. It does not reserve:
-the caller reserves the proposal (policy separate from mechanism)."""
+the caller reserves the proposal (policy separate from mechanism), then tells the placer
+(`observe`) so that plugins that learn from placements count it; placing never learns.
+How the score plugins weigh into one score is `scorer.weighing`; a refusal's explanation and a
+placement's result are made by `scorer.outcome`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -13,12 +15,13 @@ from scorer.framework import (
     CycleContext,
     FilterPlugin,
     ModelVectors,
+    ObservePlugin,
     PlanFilterPlugin,
     PlanScorePlugin,
     ScorePlugin,
 )
 from scorer.gang import GangPlan, pick_gpus, pick_share, plan_spread
-from scorer.hostonly import HostRank, place_host_only
+from scorer.hostonly import place_host_only
 from scorer.network.placement import region_plans
 from scorer.network.view import NetworkView
 from scorer.outcome import Pick, model_vectors, placed_result, refused_result
@@ -28,7 +31,7 @@ from scorer.scores.topology import domain_score
 from scorer.state import ClusterState
 from scorer.throughput import ThroughputModel
 from scorer.types import JobSpec, PlacementResult
-from scorer.weights import job_weights, under_load
+from scorer.weighing import Weighing
 
 __all__ = ["Placer"]
 
@@ -52,10 +55,8 @@ class Placer:
     ) -> None:
         """`packing_first`: score plugins that rank first: only nodes within `packing_slack`
         points (0..100) of the best of their weighted mean are chosen from by the full score
-        (packing before speed and price; none: the full score alone)."""
+        (packing before speed and price; none: the full score alone; `Weighing`)."""
         self.state = state
-        self.packing_first = frozenset(packing_first)
-        self.packing_slack = packing_slack
         throughput = throughput or ThroughputModel(state.catalog)
         if throughput.catalog is not state.catalog:  # one catalogue per cycle: the state's
             throughput = throughput.with_catalog(state.catalog)
@@ -64,13 +65,19 @@ class Placer:
         self.filters = [build_filter(f) if isinstance(f, str) else f for f in names]
         score_names = DEFAULT_SCORES if scores is None else scores
         self.scores = [build_score(s) if isinstance(s, str) else s for s in score_names]
-        self.weight_overrides = dict(weights or {})
+        self.weighing = Weighing(self.scores, weights, packing_first, packing_slack)
         # links and placed flows; plugins that judge whole spread plans (communication fit)
         self.network = network
         self.plan_filters = [f for f in self.filters if isinstance(f, PlanFilterPlugin)]
         self.plan_scores = [p for p in self.scores if isinstance(p, PlanScorePlugin)]
+        self.observers = [p for p in (*self.filters, *self.scores) if isinstance(p, ObservePlugin)]
         self._vectors_cache: dict[tuple[object, ...], ModelVectors] = {}
-        self._weights_cache: dict[tuple[object, ...], dict[str, float]] = {}
+
+    def observe(self, job: JobSpec) -> None:
+        """A placement of `job` was committed (reserved): the plugins that learn from the jobs
+        placed (job mix, pinned demand) count it, each job once."""
+        for plugin in self.observers:
+            plugin.observe(job)
 
     # ---- the cycle -----------------------------------------------------------------------
     def place(
@@ -83,7 +90,7 @@ class Placer:
         than deciding.
         """
         if job.cpu_only:  # a plugin may rank the nodes for it (FGD: least fragmentation)
-            return place_host_only(self.state, job, region, rank=self._host_rank())
+            return place_host_only(self.state, job, region, rank=self.weighing.host_rank())
         ctx, masks, refusals, candidates = self._filter(job, region)
         weights = self._weights(job, region)
         notes: list[str] = []  # why spread plans were refused
@@ -99,12 +106,15 @@ class Placer:
                 return max(placed, key=lambda r: r.score)
         if not explain:
             return PlacementResult(placed=False, refusals=refusals)
-        return self._refused(ctx, masks, refusals, candidates, region, notes)
+        return refused_result(ctx, masks, refusals, candidates, region, notes)
 
     def options(self, job: JobSpec, region: str | None = None) -> list[PlacementResult]:
         """The best placement now on each (region, GPU model), best first. All are scored in
         one cycle over the nodes considered, so their scores compare (`gpuflow submit
         --dry-run` shows them as alternatives). Reserves nothing."""
+        if job.cpu_only:  # its one host-only placement: there is no GPU model to compare
+            result = self.place(job, region)
+            return [result] if result.placed else []
         ctx, _, refusals, candidates = self._filter(job, region)
         if not candidates.size:
             return []
@@ -159,8 +169,8 @@ class Placer:
             candidates = candidates[self.state.free_whole[candidates] >= job.gpu_count]
         if not candidates.size:
             return {}
-        total, parts = self._score(ctx, candidates, weights)
-        total = self._packing_guard(total, parts, weights)
+        total, parts = self.weighing.score(ctx, candidates, weights)
+        total = self.weighing.packing_guard(total, parts, weights)
         if group_of is None:
             bests = {0: int(np.argmax(total))}
         else:
@@ -184,7 +194,7 @@ class Placer:
     ) -> PlacementResult:
         job, slot = ctx.job, int(candidates[i])
         # which GPUs of the node: a plugin's own rule (a baseline's published one), else ours
-        share, whole = self._hook("choose_share"), self._hook("choose_gpus")
+        share, whole = self.weighing.hook("choose_share"), self.weighing.hook("choose_gpus")
         if ctx.fractional:
             gpu = share(ctx, slot) if share else pick_share(self.state, slot, job.gpu_milli)
             pick: Pick = (slot, (gpu,), job.gpu_milli)
@@ -193,7 +203,7 @@ class Placer:
             gpus = whole(ctx, slot, k) if whole else pick_gpus(self.state, slot, k)
             pick = (slot, gpus, 1000)
         breakdown = {n: float(p if p.ndim == 0 else p[i]) for n, p in parts.items()}
-        return self._result(ctx, [pick], float(total[i]), breakdown, refusals)
+        return placed_result(ctx, [pick], float(total[i]), breakdown, refusals)
 
     def _place_spread(
         self,
@@ -214,7 +224,7 @@ class Placer:
         node_weights = {k: v for k, v in weights.items() if k != TOPOLOGY and k not in planned}
         w_nodes, w_topo = sum(node_weights.values()), weights.get(TOPOLOGY, 0.0)
         w_sum = max(w_nodes + w_topo + sum(planned.values()), 1e-9)
-        total, parts = self._score(ctx, candidates, node_weights)
+        total, parts = self.weighing.score(ctx, candidates, node_weights)
         levels = ("rack", "zone", "region") + (("global",) if job.cross_region_ok else ())
         tp = max(1, job.tensor_parallel)
         plans: dict[int, tuple[GangPlan, float, dict[str, float]]] = {}
@@ -259,7 +269,7 @@ class Placer:
         breakdown.update(by_plan)
         if w_topo:
             breakdown[TOPOLOGY] = w_topo * domain_score(plan.level) / w_sum
-        return self._result(ctx, picks, score, breakdown, refusals)
+        return placed_result(ctx, picks, score, breakdown, refusals)
 
     def _plans(
         self,
@@ -293,63 +303,10 @@ class Placer:
         return True
 
     # ---- helpers -------------------------------------------------------------------------
-    def _packing_guard(
-        self, total: np.ndarray, parts: Mapping[str, np.ndarray], weights: Mapping[str, float]
-    ) -> np.ndarray:
-        """`total` with the nodes beyond `packing_slack` of the best packing score put last.
-
-        e.g. packing scores 80, 78, 60 with slack 5: the third node is chosen only if the
-        others are gone; among the first two the full score decides."""
-        names = [n for n in parts if n in self.packing_first]
-        if not names or total.ndim == 0 or total.shape[0] < 2:
-            return total
-        active = sum(w for n, w in weights.items() if w > 0 and n in parts)
-        share = sum(weights[n] for n in names) / (active or 1.0)  # parts are weighted shares
-        packing = np.zeros(total.shape[0])
-        for n in names:
-            packing += parts[n]
-        packing /= max(share, 1e-9)
-        keep = packing >= packing.max() - self.packing_slack - 1e-9
-        return np.where(keep, total, total - 1e6)
-
-    def _host_rank(self) -> HostRank | None:
-        """How CPU-only jobs rank nodes: a plugin's own order; when packing first, GPU-less
-        nodes before any GPU node (the host CPU a CPU-only job takes on a GPU node can strand
-        its GPUs later in the fill), that order among each."""
-        rank = self._hook("rank_host_only")
-        if rank is None or not self.packing_first:
-            return rank
-        plugin_rank = rank
-
-        def gpu_less_first(state: ClusterState, job: JobSpec, slots: np.ndarray) -> np.ndarray:
-            order = np.asarray(plugin_rank(state, job, slots), float)
-            return order + np.where(state.gpu_count[slots] > 0, 1e9, 0.0)
-
-        return gpu_less_first
-
-    def _hook(self, method: str) -> Callable[..., Any] | None:
-        """`method` of the first score plugin that has it (GPU choice, CPU-only ranking)."""
-        return next((getattr(p, method) for p in self.scores if hasattr(p, method)), None)
-
-    def _score(
-        self, ctx: CycleContext, slots: np.ndarray, weights: Mapping[str, float]
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Weighted mean of the plugins' 0..100 scores, and each plugin's weighted share."""
-        active = [(p, weights.get(p.name, 0.0)) for p in self.scores]
-        active = [(p, w) for p, w in active if w > 0]
-        total_w = sum(w for _, w in active) or 1.0
-        total = np.zeros(slots.shape[0])
-        parts: dict[str, np.ndarray] = {}
-        for plugin, w in active:
-            part = np.asarray(plugin.score(ctx, slots) * (w / total_w))  # 0-d when all tie
-            total += part
-            parts[plugin.name] = part
-        return total, parts
-
     def _weights(self, job: JobSpec, region: str | None) -> dict[str, float]:
         """The job's weights under the load of `region` (None: the fleet), where it may be
         placed; the state keeps each region's free share as rows change."""
-        return under_load(self._job_weights(job), self.state.free_share(region))
+        return self.weighing.weights(job, self.state.free_share(region))
 
     def _free_share(self, scope: np.ndarray) -> float:
         """Free share of the GPUs on `scope` (1.0 where there are none: nothing to strand);
@@ -357,23 +314,6 @@ class Placer:
         s = self.state
         capacity = int(s.gpu_count[scope].sum()) * 1000
         return float(s.free_milli_total[scope].sum()) / capacity if capacity else 1.0
-
-    def _job_weights(self, job: JobSpec) -> dict[str, float]:
-        # weights depend on a few job traits only: cache by them
-        key = (
-            job.cost_speed_preference,
-            job.gpu_count > 1,
-            job.model_parallel > 1,
-            job.deferrable_until_ts is None,
-            bool(job.data_region),
-        )
-        cached = self._weights_cache.get(key)
-        if cached is None:
-            derived = job_weights(job, self.weight_overrides)
-            cached = {p.name: derived.get(p.name, 1.0) for p in self.scores}
-            if len(self._weights_cache) < 4096:
-                self._weights_cache[key] = cached
-        return cached
 
     def _vectors(self, job: JobSpec) -> ModelVectors:
         models = self.state.models
@@ -405,27 +345,6 @@ class Placer:
                 self._vectors_cache.clear()
             cached = self._vectors_cache[key] = model_vectors(job, models, self.throughput)
         return cached
-
-    def _result(
-        self,
-        ctx: CycleContext,
-        picks: Sequence[Pick],
-        score: float,
-        breakdown: Mapping[str, float],
-        refusals: dict[str, int],
-    ) -> PlacementResult:
-        return placed_result(ctx, picks, score, breakdown, refusals)
-
-    def _refused(
-        self,
-        ctx: CycleContext,
-        masks: Sequence[tuple[FilterPlugin, np.ndarray]],
-        refusals: dict[str, int],
-        candidates: np.ndarray,
-        region: str | None,
-        notes: Sequence[str] = (),
-    ) -> PlacementResult:
-        return refused_result(ctx, masks, refusals, candidates, region, notes)
 
 
 def _combine(

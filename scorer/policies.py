@@ -41,7 +41,7 @@ class PlacerPreset:
     weights: Mapping[str, float] = field(default_factory=dict)
     queue: str = "fifo"  # queue order within a priority band: fifo or speed_aware
     replan: bool = False  # decide again: migrate running jobs to a better match
-    # plugins that rank first (`Placer.packing_first`) and the slack, in score points
+    # plugins that rank first (`Weighing.packing_first`) and the slack, in score points
     packing_first: tuple[str, ...] = ()
     packing_slack: float = 0.0
 

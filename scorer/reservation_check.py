@@ -3,26 +3,45 @@
 Only over-allocation is refused (health is the filters' concern): every node must be known,
 every GPU must exist and have the milli-GPU asked of it free, a share must be 1..1000 milli on
 GPUs named once, and declared host CPU and memory are capacity too (undeclared: not held
-against). The first reason a reservation does not fit is a ReservationError.
+against). The first reason a reservation does not fit is a ReservationError. It reads the
+rows through `Capacity`, which ClusterState satisfies, so it needs no import of the state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+import numpy as np
 
 from scorer.errors import ReservationError, UnknownNodeError
 from scorer.node_rows import FULL_GPU
-from scorer.types import Assignment
+from scorer.types import Assignment, NodeSpec
 
-if TYPE_CHECKING:
-    from scorer.state import ClusterState
+__all__ = ["Capacity", "reservation_need"]
 
-__all__ = ["reservation_need"]
+
+class Capacity(Protocol):
+    """The rows a reservation is checked against (by slot; per GPU for `free_milli`)."""
+
+    @property
+    def gpu_count(self) -> np.ndarray: ...
+    @property
+    def free_milli(self) -> np.ndarray: ...
+    @property
+    def cpu_milli(self) -> np.ndarray: ...
+    @property
+    def free_cpu(self) -> np.ndarray: ...
+    @property
+    def memory_mib(self) -> np.ndarray: ...
+    @property
+    def free_mem(self) -> np.ndarray: ...
+    def slot_of(self, node_id: str) -> int: ...
+    def spec(self, slot: int) -> NodeSpec: ...
 
 
 def reservation_need(
-    state: ClusterState, job_id: str, assignments: tuple[Assignment, ...]
+    state: Capacity, job_id: str, assignments: tuple[Assignment, ...]
 ) -> dict[tuple[int, int], int]:
     """The milli-GPU `assignments` take from each (slot, GPU) of `state`, all or nothing: a
     ReservationError names the first thing that does not fit."""
@@ -57,7 +76,7 @@ def reservation_need(
     return need
 
 
-def _check_host(state: ClusterState, job_id: str, host: Mapping[int, tuple[int, int]]) -> None:
+def _check_host(state: Capacity, job_id: str, host: Mapping[int, tuple[int, int]]) -> None:
     """Declared host CPU and memory are capacity too (undeclared: not held against)."""
     for slot, (cpu, mem) in host.items():
         node_id = state.spec(slot).node_id

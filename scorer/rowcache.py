@@ -15,12 +15,13 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
+from scorer.framework import Memo
 from scorer.state import ClusterState
 
 __all__ = ["RowCache"]
 
 
-class RowCache:
+class RowCache(Memo):
     """Values per (shape, node), recomputed for the nodes whose row changed; at most `shapes`
     shapes are kept (least recently used go first)."""
 

@@ -2,28 +2,37 @@
 
 Nodes live in slots (rows); per-GPU facts are (slot, gpu) matrices. Derived per-node columns
 (free whole GPUs, largest free share, most free GPUs in one NVLink island) are refreshed only
-for the rows an event touches, so a decision reads them without recomputing.
+for the rows an event touches, so a decision reads them without recomputing. Beside the rows:
+what each job holds (`scorer.holdings`), each region's free totals (`scorer.region_totals`);
+whether a reservation fits is `scorer.reservation_check`, a region's summary `scorer.views`.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from types import MappingProxyType
 
 import numpy as np
 
 from scorer.catalog import Catalog, default_catalog
 from scorer.errors import ReservationError, UnknownNodeError
-from scorer.node_rows import FULL_GPU, SHARE_THRESHOLDS, Interner, island_ids, sm_version
+from scorer.holdings import Holdings
+from scorer.node_rows import (
+    FULL_GPU,
+    SHARE_THRESHOLDS,
+    Interner,
+    island_ids,
+    row_summary,
+    sm_version,
+)
+from scorer.region_totals import RegionTotals
 from scorer.reservation_check import reservation_need
 from scorer.stacks import node_stack
 from scorer.types import Assignment, NodeSpec, RegionView
+from scorer.views import region_views
 
 __all__ = ["FULL_GPU", "SHARE_THRESHOLDS", "ClusterState"]
 
 DEFAULT_CARBON_G_PER_KWH = 400.0  # world-average grid intensity when a region sends no signal
-_THRESHOLDS = SHARE_THRESHOLDS.tolist()
 
 
 class ClusterState:
@@ -37,20 +46,14 @@ class ClusterState:
         self._slot_of: dict[str, int] = {}
         self._specs: list[NodeSpec | None] = []
         self._free_slots: list[int] = []
-        self._held: dict[str, tuple[Assignment, ...]] = {}
-        self._node_jobs: dict[str, set[str]] = {}
+        self._holdings = Holdings()
         self._region_slots: dict[int, np.ndarray] = {}
         self._all_slots: np.ndarray | None = None
         self._versions = 0
         self.carbon = np.zeros(0)
         self.kwh_price = np.zeros(0)
         self.queue_depth: dict[str, int] = {}
-        # per region (and, last, the fleet): free milli-GPU and GPUs of live nodes, kept as
-        # each row changes; `_counted[slot]` is what the slot adds there now
-        self._region_free: list[int] = [0]
-        self._region_gpus: list[int] = [0]
-        self._counted: dict[int, tuple[int, int, int, int]] = {}  # region, free, GPUs, model
-        self._model_free: dict[tuple[int, int], int] = {}  # (region, -1: fleet; model) -> milli
+        self._totals = RegionTotals(self._region_ix.index)  # kept as each row changes
         self._alloc(max(1, capacity), max(1, gpus))
 
     # ---- storage -------------------------------------------------------------------------
@@ -117,8 +120,7 @@ class ClusterState:
         if idx >= self.carbon.shape[0]:
             self.carbon = np.append(self.carbon, DEFAULT_CARBON_G_PER_KWH)
             self.kwh_price = np.append(self.kwh_price, 0.0)
-            self._region_free.insert(-1, 0)  # the fleet's totals stay last
-            self._region_gpus.insert(-1, 0)
+            self._totals.add_region()
         return idx
 
     # ---- inventory -----------------------------------------------------------------------
@@ -166,15 +168,9 @@ class ClusterState:
         minus what reservations hold."""
         slot = self._slot_of[node_id]
         free = np.where(self.gpu_exists[slot], FULL_GPU, 0).astype(np.int32)
-        cpu, mem = int(self.cpu_milli[slot]), int(self.memory_mib[slot])
-        g = free.shape[0]
-        for job_id in self._node_jobs.get(node_id, ()):
-            for a in self._held[job_id]:
-                if a.node_id == node_id:
-                    idx = [i for i in a.gpu_indices if i < g]
-                    free[idx] -= a.gpu_milli
-                    cpu, mem = cpu - a.cpu_milli, mem - a.memory_mib
-        self.free_milli[slot] = np.maximum(free, 0)
+        taken, cpu_taken, mem_taken = self._holdings.taken_on(node_id, free.shape[0])
+        cpu, mem = int(self.cpu_milli[slot]) - cpu_taken, int(self.memory_mib[slot]) - mem_taken
+        self.free_milli[slot] = np.maximum(free - taken, 0)
         self.free_cpu[slot], self.free_mem[slot] = max(cpu, 0), max(mem, 0)
         self._refresh(slot)
 
@@ -184,72 +180,34 @@ class ClusterState:
         self.row_version[slot] = self._versions
 
     def _refresh(self, slot: int) -> None:
-        """The row's summary from its GPUs. A node has a handful of GPUs: plain Python over
-        them costs less than numpy's per-call overhead."""
+        """The row's derived columns from its GPUs, and its part in the region totals."""
         self._bump(slot)
-        exists, ok, free, island = (
-            a[slot].tolist() for a in (self.gpu_exists, self.gpu_ok, self.free_milli, self.island)
-        )
-        rows = zip(exists, ok, free, island, strict=True)
-        usable, islands = [], []
-        for e, o, f, i in rows:
-            if e and o:
-                usable.append(f)
-                if f == FULL_GPU:
-                    islands.append(i)
-        self.free_whole[slot] = len(islands)
-        self.healthy_count[slot] = len(usable)
-        self.free_milli_total[slot] = sum(usable)
-        if all(f == 0 or f == FULL_GPU for f in usable):  # no shares: nothing below any T
-            self.share_below[slot] = 0
-            self.share_atleast[slot] = len(islands)
-        else:
-            self.share_below[slot] = [sum(f for f in usable if f < t) for t in _THRESHOLDS]
-            self.share_atleast[slot] = [sum(1 for f in usable if f >= t) for t in _THRESHOLDS]
-        self.max_share[slot] = max(usable, default=0)
-        self.island_free[slot] = max(Counter(islands).values(), default=0)
+        r = row_summary(*(a[slot].tolist() for a in (self.gpu_exists, self.gpu_ok,
+                                                        self.free_milli, self.island)))  # fmt: skip
+        self.free_whole[slot], self.healthy_count[slot] = r.free_whole, r.healthy
+        self.free_milli_total[slot], self.max_share[slot] = r.free_total, r.max_share
+        self.share_below[slot], self.share_atleast[slot] = r.share_below, r.share_atleast
+        self.island_free[slot] = r.island_free
         self._count(slot)
 
     def _count(self, slot: int) -> None:
         """Move the slot's free milli-GPU and GPUs into its region's totals (out when gone)."""
-        region, free, gpus, model = self._counted.pop(slot, (-1, 0, 0, -1))
-        by_model = self._model_free
-        if region >= 0:
-            self._region_free[region] -= free
-            self._region_gpus[region] -= gpus
-            self._region_free[-1] -= free
-            self._region_gpus[-1] -= gpus
-            by_model[region, model] -= free
-            by_model[-1, model] -= free
         if not self.active[slot]:
+            self._totals.count(slot, None)
             return
-        region, free = int(self.region[slot]), int(self.free_milli_total[slot])
-        gpus, model = int(self.gpu_count[slot]), int(self.model[slot])
-        self._counted[slot] = (region, free, gpus, model)
-        self._region_free[region] += free
-        self._region_gpus[region] += gpus
-        self._region_free[-1] += free
-        self._region_gpus[-1] += gpus
-        by_model[region, model] = by_model.get((region, model), 0) + free
-        by_model[-1, model] = by_model.get((-1, model), 0) + free
+        part = (int(self.region[slot]), int(self.free_milli_total[slot]),
+                int(self.gpu_count[slot]), int(self.model[slot]))  # fmt: skip
+        self._totals.count(slot, part)
 
     def free_by_model(self, region: str | None = None) -> np.ndarray:
         """Free milli-GPU of live nodes per GPU model index (in one region), as floats: kept
         as rows change, equal to summing `free_milli_total` over `slots(region)` by model."""
-        idx = -1 if region is None else self._region_ix.index.get(region)
-        if idx is None:
-            return np.zeros(len(self.models))
-        get = self._model_free.get
-        return np.array([get((idx, m), 0) for m in range(len(self.models))], float)
+        return self._totals.free_by_model(region, len(self.models))
 
     def free_share(self, region: str | None = None) -> float:
         """Free share of the GPUs of live nodes (in one region); 1.0 where there are none.
         Kept per region as rows change, not summed over the nodes."""
-        idx = -1 if region is None else self._region_ix.index.get(region)
-        if idx is None:
-            return 1.0
-        capacity = self._region_gpus[idx] * FULL_GPU
-        return float(self._region_free[idx]) / capacity if capacity else 1.0
+        return self._totals.free_share(region)
 
     def _refresh_perf(self, slot: int) -> None:
         perf = self.perf[slot][self.gpu_exists[slot]]
@@ -312,7 +270,7 @@ class ClusterState:
         worker must be able to replay reservations onto GPUs that have since gone sick.
         """
         assignments = tuple(assignments)
-        held = self._held.get(job_id)
+        held = self._holdings.get(job_id)
         if held is not None:
             if held == assignments:
                 return
@@ -324,27 +282,22 @@ class ClusterState:
             slot = self._slot_of[a.node_id]
             self.free_cpu[slot] -= a.cpu_milli if self.cpu_milli[slot] else 0
             self.free_mem[slot] -= a.memory_mib if self.memory_mib[slot] else 0
-        self._held[job_id] = assignments
-        for a in assignments:
-            self._node_jobs.setdefault(a.node_id, set()).add(job_id)
+        self._holdings.add(job_id, assignments)
         for slot in {self._slot_of[a.node_id] for a in assignments}:
             self._refresh(slot)
 
     def release(self, job_id: str) -> bool:
         """Give a job's GPUs back. Idempotent: False when nothing was held."""
-        assignments = self._held.pop(job_id, None)
+        assignments = self._holdings.pop(job_id)
         if assignments is None:
             return False
         for node_id in {a.node_id for a in assignments}:
-            jobs = self._node_jobs.get(node_id)
-            if jobs is not None:
-                jobs.discard(job_id)
             if node_id in self._slot_of:
                 self._recount_free(node_id)
         return True
 
     def reservation(self, job_id: str) -> tuple[Assignment, ...] | None:
-        return self._held.get(job_id)
+        return self._holdings.get(job_id)
 
     # ---- reading -------------------------------------------------------------------------
     def _slot(self, node_id: str) -> int:
@@ -402,11 +355,11 @@ class ClusterState:
 
     @property
     def jobs(self) -> Mapping[str, tuple[Assignment, ...]]:
-        return MappingProxyType(self._held)
+        return self._holdings.jobs
 
     def jobs_on(self, node_id: str) -> frozenset[str]:
         """Jobs holding GPUs on the node."""
-        return frozenset(self._node_jobs.get(node_id, ()))
+        return self._holdings.jobs_on(node_id)
 
     def region_name(self, idx: int) -> str:
         return str(self._region_ix.names[idx])
@@ -426,6 +379,5 @@ class ClusterState:
         return {self.models[i]: int(c) for i, c in enumerate(counts) if c > 0}
 
     def region_views(self) -> dict[str, RegionView]:
-        from scorer.views import region_views  # keeps this module about storage
-
+        """Each region's summary for the router (`scorer.views`)."""
         return region_views(self)

@@ -1,32 +1,64 @@
-"""Per-region summaries of a ClusterState, for the router (one vectorised pass over nodes)."""
+"""Per-region summaries of a ClusterState, for the router (one vectorised pass over nodes).
+
+They read the state through `RegionRows`, which ClusterState satisfies (and whose
+`region_views` is this module's), so this module needs no import of the state.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 import numpy as np
 
 from scorer.types import RegionView
 
-if TYPE_CHECKING:
-    from scorer.state import ClusterState
-
-__all__ = ["region_view", "region_views"]
+__all__ = ["RegionRows", "region_view", "region_views"]
 
 
-def region_views(state: ClusterState) -> dict[str, RegionView]:
+class RegionRows(Protocol):
+    """What a region's summary reads of the state: per-slot columns, names, grid signals."""
+
+    @property
+    def node_ok(self) -> np.ndarray: ...
+    @property
+    def region(self) -> np.ndarray: ...
+    @property
+    def model(self) -> np.ndarray: ...
+    @property
+    def free_whole(self) -> np.ndarray: ...
+    @property
+    def gpu_count(self) -> np.ndarray: ...
+    @property
+    def price(self) -> np.ndarray: ...
+    @property
+    def carbon(self) -> np.ndarray: ...
+    @property
+    def kwh_price(self) -> np.ndarray: ...
+    @property
+    def queue_depth(self) -> Mapping[str, int]: ...
+    @property
+    def models(self) -> tuple[str, ...]: ...
+    @property
+    def regions(self) -> tuple[str, ...]: ...
+    def slots(self, region: str | None = None) -> np.ndarray: ...
+    def region_index(self, region: str) -> int | None: ...
+    def region_name(self, idx: int) -> str: ...
+
+
+def region_views(state: RegionRows) -> dict[str, RegionView]:
     """Free/total GPUs, largest free block and cheapest price by model, plus grid signals,
     for every region (healthy nodes only)."""
     return _views(state, state.slots())
 
 
-def region_view(state: ClusterState, region: str) -> RegionView:
+def region_view(state: RegionRows, region: str) -> RegionView:
     """The same summary for one region."""
     views = _views(state, state.slots(region))
     return views.get(region) or _view(state, state.region_index(region), region, {})
 
 
-def _views(state: ClusterState, slots: np.ndarray) -> dict[str, RegionView]:
+def _views(state: RegionRows, slots: np.ndarray) -> dict[str, RegionView]:
     live = slots[state.node_ok[slots]]
     models = state.models
     n_models = max(1, len(models))
@@ -60,7 +92,7 @@ def _views(state: ClusterState, slots: np.ndarray) -> dict[str, RegionView]:
 
 
 def _view(
-    state: ClusterState,
+    state: RegionRows,
     idx: int | None,
     region: str,
     per_model: dict[str, tuple[int, int, int, float]],

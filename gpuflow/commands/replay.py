@@ -31,8 +31,8 @@ from gpuflow.commands.serve import load_services, report_rows, report_table, ser
 from gpuflow.replay.engine import ReplayResult
 from gpuflow.replay.run import replay_policy, write_outputs
 from gpuflow.replay.summary import summarize
+from gpuflow_errors import GpuflowError
 from scorer import GAVEL_CSV, load_catalog
-from scorer.errors import GpuflowError
 from scorer.network import MODES
 
 __all__ = ["replay"]

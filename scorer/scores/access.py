@@ -5,7 +5,9 @@ fragment for a task class that may not use the node's GPU model ("no access"), s
 node faces depends on its model: the classes whose allow-list names it (or is empty), with
 their share of all GPU tasks seen, and `no_access`, the share that may not use it. Probabilities
 are over every GPU task seen (each once), not renormalised per model: a model few tasks may use
-has a small mix and a large `no_access`.
+has a small mix and a large `no_access`. Each model's view is built from the counts as they
+stood at the last rebuild (a new class, or 2 % more tasks), whenever a model is first asked
+for: the view is the same whichever jobs were scored in between.
 
 e.g. seen 3 tasks of (1 GPU) unpinned and 1 of (1 GPU) pinned to T4: for T4 the mix is
 {(1, 1000): 1.0}, no_access 0; for V100-16 {(1, 1000): 0.75}, no_access 0.25.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from scorer.fragmix import FULL, SHARE_STEP, MixClasses
+from scorer.framework import Memo
 from scorer.types import JobSpec
 
 __all__ = ["AccessMix", "share_group"]
@@ -28,23 +31,30 @@ def share_group(milli: int) -> int:
     return min(FULL - 1, -(-milli // SHARE_STEP) * SHARE_STEP) if milli < FULL else FULL
 
 
+Key = tuple[int, int, frozenset[str]]  # GPUs, share group, allowed models
+
+
+class _Views(dict[str, tuple[MixClasses, float]], Memo):
+    """Each model's view, built from the frozen counts when first asked for."""
+
+
 class AccessMix:
     """GPU tasks seen, by (GPUs, share group, allowed models), and each model's view of them."""
 
     def __init__(self) -> None:
         self._seen: set[str] = set()
-        self._counts: dict[tuple[int, int, frozenset[str]], list[float]] = {}  # n, cpu, mem
+        self._counts: dict[Key, list[float]] = {}  # n, cpu sum, mem sum
         self._total = 0
         self._since = 0
-        self._built: dict[str, tuple[MixClasses, float]] = {}
+        self._frozen: tuple[dict[Key, tuple[float, ...]], int] = ({}, 0)  # what views are of
+        self._built = _Views()
 
     def observe(self, job: JobSpec) -> None:
         if job.gpu_count <= 0 or job.job_id in self._seen:
             return  # CPU-only tasks take no GPU: FGD's frag of them is the same on every node
         self._seen.add(job.job_id)
         key = (job.gpu_count, share_group(job.gpu_milli), frozenset(job.allowed_gpu_models))
-        if key not in self._counts:
-            self._built = {}
+        rebuild = key not in self._counts
         row = self._counts.setdefault(key, [0.0, 0.0, 0.0])
         row[0] += 1
         row[1] += job.cpu_milli
@@ -52,7 +62,10 @@ class AccessMix:
         self._total += 1
         self._since += 1
         if self._since > self._total // _REBUILD_SHARE:
-            self._built, self._since = {}, 0
+            rebuild, self._since = True, 0
+        if rebuild:
+            self._frozen = ({k: tuple(v) for k, v in self._counts.items()}, self._total)
+            self._built = _Views()
 
     def for_model(self, model: str) -> tuple[MixClasses, float]:
         """The classes a node of `model` can serve (probabilities over all GPU tasks seen) and
@@ -63,15 +76,16 @@ class AccessMix:
         return built
 
     def _build(self, model: str) -> tuple[MixClasses, float]:
+        counts, seen_total = self._frozen
         merged: dict[tuple[int, int], list[float]] = {}
-        for (gpus, milli, allowed), (seen, cpu, mem) in self._counts.items():
+        for (gpus, milli, allowed), (seen, cpu, mem) in counts.items():
             if allowed and model not in allowed:
                 continue
             row = merged.setdefault((gpus, milli), [0.0, 0.0, 0.0])
             row[0] += seen
             row[1] += cpu
             row[2] += mem
-        total = max(self._total, 1)
+        total = max(seen_total, 1)
         keys = list(merged) or [(1, FULL)]
         n = np.array([merged.get(k, [0.0])[0] for k in keys])
         safe = np.maximum(n, 1.0)
@@ -82,5 +96,5 @@ class AccessMix:
             np.array([merged.get(k, [0, 0, 0])[2] for k in keys]) / safe,
             n / total,
         )
-        no_access = 1.0 - float(n.sum()) / total if self._total else 0.0
+        no_access = 1.0 - float(n.sum()) / total if seen_total else 0.0
         return classes, no_access

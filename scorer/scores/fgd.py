@@ -4,7 +4,8 @@ FGD places a task where the expected fragmentation grows least. A node's fragmen
 FGD's measure (`scorer.fragmix`, host CPU and memory included) against the task mix the node
 faces (`scorer.scores.access`: the typical tasks that may use its GPU model; the free GPU of a
 node counts whole as fragment for the tasks that may not, as the artifact's "no access"). The
-mix is learned online from the GPU tasks this plugin has scored (each once, no prior).
+mix is learned online from the GPU tasks placed (`observe`, at commit; each once, no prior);
+scoring only reads it.
 
 Which GPU a share takes: the one whose use grows fragmentation least (lowest index on a tie,
 as the artifact's `calculateGpuShareFragExtendScore`); whole GPUs: the lowest-index free ones
@@ -41,9 +42,12 @@ class FgdScore:
         self.mix = AccessMix()
         self._cache = FgdCache()  # per node and job shape, by row version
 
-    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
-        job, s = ctx.job, ctx.state
+    def observe(self, job: JobSpec) -> None:
+        """A placement of `job` was committed: it joins the task mix (each task once)."""
         self.mix.observe(job)
+
+    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
+        s = ctx.state
         # only the models among `slots`: a model's mix is built when first asked for
         present = np.flatnonzero(np.bincount(s.model[slots], minlength=len(s.models)))
         names, of = s.models, self.mix.for_model

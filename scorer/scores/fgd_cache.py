@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from scorer.fragmix import MixClasses, Profile, fragmentation
-from scorer.framework import CycleContext
+from scorer.framework import CycleContext, Memo
 from scorer.state import ClusterState
 
 __all__ = ["FgdCache", "shape_of"]
@@ -45,7 +45,7 @@ class _Entry:
         self.versions = np.full(size, -1, np.int64)
 
 
-class FgdCache:
+class FgdCache(Memo):
     """Fragmentation now, and the score per (shape, node), under each node's model mix; at most
     `shapes` shapes are kept (least recently used go first)."""
 

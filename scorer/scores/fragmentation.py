@@ -2,10 +2,11 @@
 
 A node's fragmentation for a task class is the free GPU capacity that class cannot use there
 (`scorer.fragmix`: all of it when the node cannot host the class, GPUs or host CPU/memory; else
-the GPUs too small for it). The expected mix is learned from the jobs scored, starting from a
-prior (`DEFAULT_MIX`, worth 20 jobs). A placement is scored by how much the node's
-mix-weighted fragmentation grows: score = 50 - 50 x growth / requested milli, clipped to
-0..100 (consuming fragments scores above 50, stranding capacity below).
+the GPUs too small for it). The expected mix is learned from the jobs placed (`observe`, called
+at commit; scoring only reads it), starting from a prior (`DEFAULT_MIX`, worth 20 jobs). A
+placement is scored by how much the node's mix-weighted fragmentation grows: score = 50 - 50 x
+growth / requested milli, clipped to 0..100 (consuming fragments scores above 50, stranding
+capacity below).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from scorer.fragmix import (
     TaskMix,
     fragmentation,
 )
-from scorer.framework import CycleContext, clamp_score
+from scorer.framework import CycleContext, Memo, clamp_score
 from scorer.state import ClusterState
+from scorer.types import JobSpec
 
 __all__ = [
     "DEFAULT_MIX",
@@ -47,16 +49,20 @@ class FragmentationScore:
         self, mix: TaskMix | None = DEFAULT_MIX, prior_jobs: float = 20.0, *, learn: bool = True
     ) -> None:
         self.mix = LearnedMix(mix, prior_jobs, learn=learn)
+        self.expected = self.mix.classes()  # what scoring reads: rebuilt by `observe` only
         self.before = NodeFragmentation()
 
-    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
-        job = ctx.job
+    def observe(self, job: JobSpec) -> None:
+        """A placement of `job` was committed: it joins the mix (each job once)."""
         self.mix.observe(job.job_id, job.gpu_count, job.gpu_milli, job.cpu_milli, job.memory_mib)
-        growth, requested = placement_growth(ctx, slots, self.mix, self.before)
+        self.expected = self.mix.classes()
+
+    def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
+        growth, requested = placement_growth(ctx, slots, self.expected, self.before)
         return growth_score(growth, requested)
 
 
-class NodeFragmentation:
+class NodeFragmentation(Memo):
     """Each node's expected fragmentation now, and its growth under each job shape scored,
     cached by the state's row versions: a decision recomputes only the nodes that changed
     since (a reservation, a release, health), and every node when the mix does."""
@@ -150,12 +156,12 @@ def _after(ctx: CycleContext, slots: np.ndarray) -> tuple[Profile, np.ndarray]:
 def placement_growth(
     ctx: CycleContext,
     slots: np.ndarray,
-    mix: LearnedMix,
+    mix: LearnedMix | MixClasses,
     cache: NodeFragmentation | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Growth of each node's expected fragmentation if the job lands there, and the milli-GPU
     it requests there (with a cache: computed again only for nodes changed since)."""
-    classes = mix.classes()
+    classes = mix if isinstance(mix, MixClasses) else mix.classes()
     if cache is not None:
         return cache.growth(ctx, slots, classes)
     after, requested = _after(ctx, slots)

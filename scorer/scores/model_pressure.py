@@ -10,7 +10,8 @@ of the free GPU in scope that it holds:
 
 e.g. 6 % of the demand seen is pinned to T4 and T4 holds 2 % of the free GPU: pressure 3, score
 25; a model nothing is pinned to scores 100. Pressure 1 (pinned demand in step with what is
-left) scores 50. The demand is learned from the jobs this plugin scores (each once); jobs with
+left) scores 50. The demand is learned from the jobs placed (`observe`, at commit; each once,
+scoring only reads it); jobs with
 one allowed model see one model and so score alike everywhere. FGD's "no access" term counts
 only the demand side; dividing by what is still free makes a plentiful model cheap to use.
 """
@@ -21,6 +22,7 @@ import numpy as np
 
 from scorer.framework import CycleContext
 from scorer.state import ClusterState
+from scorer.types import JobSpec
 
 __all__ = ["NAME", "ModelPressureScore", "pressure_score"]
 
@@ -36,7 +38,6 @@ class ModelPressureScore:
         self._bound: dict[frozenset[str], float] = {}  # allow-list -> demand bound to it
 
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray:
-        self._observe(ctx)
         if not self._bound:
             return np.asarray(100.0)  # nothing constrained seen: no model is under pressure
         s = ctx.state
@@ -44,8 +45,8 @@ class ModelPressureScore:
         bound = self._bound_share(s.models, free > 0)
         return pressure_score(bound, free / max(float(free.sum()), 1.0))[s.model[slots]]
 
-    def _observe(self, ctx: CycleContext) -> None:
-        job = ctx.job
+    def observe(self, job: JobSpec) -> None:
+        """A placement of `job` was committed: its GPU demand joins the demand seen (once)."""
         if job.gpu_count <= 0 or job.job_id in self._seen:
             return
         self._seen.add(job.job_id)

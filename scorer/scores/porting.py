@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from scorer.framework import CycleContext
+from scorer.framework import CycleContext, Memo
 from scorer.stacks import parse_stack
 
 __all__ = ["DEFAULT_PENALTIES", "NAME", "OTHER_PENALTY", "PortingScore", "porting_penalty"]
@@ -32,7 +32,7 @@ class PortingScore:
         if bad:
             raise ValueError(f"porting penalties must be within 0..100: {bad}")
         self.penalties = MappingProxyType({k: float(v) for k, v in merged.items()})
-        self._table: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0))
+        self._table = _PenaltyTable()
 
     def score(self, ctx: CycleContext, slots: np.ndarray) -> np.ndarray | float:
         if parse_stack(ctx.job.software_stack) is not None:
@@ -41,10 +41,19 @@ class PortingScore:
 
     def _by_family(self, families: tuple[str, ...]) -> np.ndarray:
         """Penalty per family index, rebuilt only when a new family appears."""
-        if self._table[0] != families:
-            table = np.array([porting_penalty(f, self.penalties) for f in families])
-            self._table = (families, table)
-        return self._table[1]
+        memo = self._table
+        if memo.families != families:
+            memo.families = families
+            memo.penalties = np.array([porting_penalty(f, self.penalties) for f in families])
+        return memo.penalties
+
+
+class _PenaltyTable(Memo):
+    """The penalty of each stack family, for the families the state knows."""
+
+    def __init__(self) -> None:
+        self.families: tuple[str, ...] = ()
+        self.penalties = np.zeros(0)
 
 
 def porting_penalty(family: str, penalties: Mapping[str, float] = DEFAULT_PENALTIES) -> float:

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from gpuflow_errors import GpuflowError
 from infra.config import Config
 from infra.deadletter import dead_letter_record
 from infra.heap import trim_heap
@@ -17,7 +18,6 @@ from infra.policy import PolicyFile
 from infra.signing import verifier
 from infra.topics import DEADLETTER, DECISIONS_PLACEMENT, JOBS_ROUTED, NODE_INVENTORY
 from schemas import Codec, CodecError
-from scorer.errors import GpuflowError
 from streams.base.outbox import Outgoing
 from streams.base.prometheus import METRICS, record_dead_letter
 from streams.ledger.snapshot import LedgerKeeper

@@ -106,9 +106,10 @@ def commit(
 
 
 def observe_committed(s: Commits, spec: JobSpec) -> None:
-    """The one place a committed placement is shown to the placer (the job mix that
-    fragmentation scores learn from belongs here, not in scoring: issue 34 part 4). Nothing
-    observes yet: today the fragmentation score still learns while it scores."""
+    """The one place a committed placement is shown to the placer: the plugins that learn
+    (the job mix of fragmentation and FGD, the demand pinned to models) count it here, never
+    while they score, so a dry run changes nothing (issue 34 part 4)."""
+    s.placer.observe(spec)
 
 
 def restore_s_of(s: Commits, routed: Mapping[str, Any]) -> float:

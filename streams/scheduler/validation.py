@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuflow_errors import GpuflowError
 from infra.jobspec import job_problems
-from scorer.errors import GpuflowError
 from streams.scheduler.convert import job_spec, node_spec
 
 __all__ = [

@@ -13,6 +13,7 @@ from typing import Any
 
 import faust
 
+from gpuflow_errors import GpuflowError
 from infra.config import Config
 from infra.errors import ConfigError
 from infra.kafka import ssl_context
@@ -39,7 +40,7 @@ from scorer import (
     make_placer,
     preset,
 )
-from scorer.errors import GpuflowError, UnknownPluginError
+from scorer.errors import UnknownPluginError
 from scorer.network import NetworkView
 from streams.bandwidth.processor import BandwidthProcessor
 from streams.base.clock import EventClock, WallClock

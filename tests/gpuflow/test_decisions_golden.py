@@ -26,6 +26,12 @@ only placements and migrations, and the worker's input check refused a CPU-only 
 GPU-less node; its lines were recorded again once fixed, equal to the in-process lines, which
 are still those recorded at e81c6a4.)
 
+Recorded again once since, on purpose: scoring never learns (issue 34 part 4). The plugins that
+learn the job mix count a placement when it is committed (`Placer.observe`), not while they score
+it, so a job no longer counts itself in its own score: `example-gpuflow` places job-00004 on the
+V100 at once instead of on a P100 and moving it later (2 migrations fewer); every other case is
+as at e81c6a4.
+
 Determinism: every case was replayed twice on each engine at the base commit with the same
 result; the stream engine is in lockstep on event time (each event answered before the next),
 so nothing compared depends on wall-clock timing.

@@ -39,7 +39,7 @@ def test_fgd_keeps_whole_nodes_for_the_gangs_it_has_seen() -> None:
         state.upsert_node(node(n))
     state.reserve("x", [Assignment("b", (0,))])  # b: 3 free, a: 4 free
     placer = make_placer("fgd", state)
-    placer.place(JobSpec("gang", gpu_count=4))  # the mix now holds 4-GPU gangs
+    placer.observe(JobSpec("gang", gpu_count=4))  # a 4-GPU gang was placed: the mix holds it
     result = placer.place(JobSpec("one", gpu_count=1))
     assert result.placed and result.assignments[0].node_id == "b"
     # first fit would take the first node in inventory order

@@ -32,8 +32,8 @@ def test_fgd_puts_a_share_on_the_gpu_whose_use_strands_least() -> None:
     state.reserve("y", [Assignment("a", (2,), 700)])
     state.reserve("z", [Assignment("a", (3,), 1000)])
     placer = make_placer("fgd", state)
-    placer.place(JobSpec("seen600", gpu_milli=600))  # placed: its GPU is freed again below
-    state.release("seen600")
+    for seen in (JobSpec("seen600", gpu_milli=600), JobSpec("seen300", gpu_milli=300)):
+        placer.observe(seen)  # placed once (and ended since): the mix holds both classes
     result = placer.place(JobSpec("s", gpu_milli=300))
     assert result.assignments[0].gpu_indices == (2,)
 
@@ -56,9 +56,7 @@ def test_fgd_counts_a_model_pinned_tasks_avoid_as_no_access() -> None:
     state = _state(NodeSpec("t4", "eu", "T4", 4, 16384), NodeSpec("v", "eu", "V100-16", 4, 16384))
     placer = make_placer("fgd", state)
     for i in range(3):
-        placer.place(JobSpec(f"pin{i}", allowed_gpu_models=("T4",)))
-    for i in range(3):
-        state.release(f"pin{i}")
+        placer.observe(JobSpec(f"pin{i}", allowed_gpu_models=("T4",)))  # placed, ended since
     assert placer.place(JobSpec("free")).assignments[0].node_id == "v"
 
 
@@ -67,8 +65,7 @@ def test_fgd_ranks_cpu_only_tasks_by_the_fragmentation_they_cause() -> None:
     # task on g leaves 8 cores, too few -> g's 4 free GPUs become fragment; on c nothing
     state = _state(_v100("g", cpu=16000), NodeSpec("c", "eu", "", 0, 0, cpu_milli=64000))
     placer = make_placer("fgd", state)
-    placer.place(JobSpec("seen", cpu_milli=12000))
-    state.release("seen")
+    placer.observe(JobSpec("seen", cpu_milli=12000))  # placed once, ended since
     result = placer.place(JobSpec("cpu", gpu_count=0, cpu_milli=8000))
     assert result.assignments[0].node_id == "c"
 
@@ -125,6 +122,5 @@ def test_gpuflow_leaves_the_model_pinned_jobs_need_to_them() -> None:
     state = _state(NodeSpec("t4", "eu", "T4", 4, 16384), NodeSpec("v", "eu", "V100-16", 4, 16384))
     placer = make_placer("gpuflow", state)
     for i, models in enumerate([("T4",), (), ()]):
-        placer.place(JobSpec(f"seen{i}", allowed_gpu_models=models))
-        state.release(f"seen{i}")
+        placer.observe(JobSpec(f"seen{i}", allowed_gpu_models=models))  # placed, ended since
     assert placer.place(JobSpec("free")).assignments[0].node_id == "v"

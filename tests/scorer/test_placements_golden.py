@@ -2,7 +2,9 @@
 
 `data/placements_golden.json` was recorded before the incremental-state speed work (issue 36), at
 the packing branch's tip (ba9596d: the default preset packs first, issue 35), which has none of
-that work, so a faster core that decides differently fails here. The stream exercises what the
+that work, so a faster core that decides differently fails here. Recorded again for issue 34
+(scoring never learns): the learned mixes count committed placements only (`Placer.observe`),
+no longer every job scored, which was the only intended change. The stream exercises what the
 speed work caches: reservations and releases (whole GPUs, shares, host CPU/memory), GPU and node
 health, speed factors, and a learned fragmentation mix; gangs spread over nodes and, with the
 link graph, over regions.
@@ -141,6 +143,7 @@ def decisions(networked: bool) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"job": job.job_id, "placed": result.placed}
         if result.placed:
             state.reserve(job.job_id, result.assignments)
+            placer.observe(job)  # committed: the learned mixes count it
             held.append(job.job_id)
             row["assignments"] = [
                 [a.node_id, list(a.gpu_indices), a.gpu_milli] for a in result.assignments

@@ -234,3 +234,11 @@ def test_unexplained_answer_is_the_same_answer(
     assert quiet.refusals.items() <= explained.refusals.items()
     if not placed:
         assert explained.reasons and quiet.reasons == ()
+
+
+def test_options_of_a_cpu_only_job_is_its_host_placement(mixed: ClusterState) -> None:
+    # no GPU model to compare: the one host-only placement, as place() makes it
+    job = JobSpec("c", gpu_count=0, cpu_milli=1000)
+    placer = Placer(mixed)
+    [option] = placer.options(job)
+    assert option.placed and option.assignments == placer.place(job).assignments

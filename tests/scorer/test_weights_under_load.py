@@ -83,7 +83,7 @@ def test_the_gpuflow_preset_packs_first_at_any_load(full_nodes: int) -> None:
     state = _state(full_nodes)
     placer = make_placer("gpuflow", state)
     assert placer.place(JobSpec("first")).assignments[0].node_id == "v"
-    placer.place(JobSpec("gang", gpu_count=4))  # seen (and placed on v, not reserved)
+    placer.observe(JobSpec("gang", gpu_count=4))  # a gang was placed (and has ended)
     assert placer.place(JobSpec("j")).assignments[0].node_id == "p"
 
 
