@@ -19,12 +19,12 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bench._common import this_command
 from scorer import (
     Assignment,
     ClusterState,
@@ -208,7 +208,7 @@ def main() -> None:
     single = jobs("single", 1000, rng, job_types)
     results["reserve_release"] = reserve_cost(state, placer, single, args.regions)
     report = {
-        "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
+        "command": this_command(),
         "preset": args.preset,
         "nodes": args.nodes,
         "gpus": args.nodes * 8,
