@@ -19,6 +19,7 @@ __all__ = [
     "never_fits",
     "placed_result",
     "refused_result",
+    "vectors_key",
 ]
 
 Pick = tuple[int, tuple[int, ...], int]  # slot, GPU indices, milli per GPU
@@ -51,6 +52,32 @@ def model_vectors(job: JobSpec, models: Sequence[str], throughput: ThroughputMod
         power_w=vec["power"],
         link_gbs=vec["link"],
         memory_need_mib=memory_need_mib(job),
+    )
+
+
+def vectors_key(job: JobSpec, model_count: int) -> tuple[object, ...]:
+    """What a job's model vectors (`model_vectors`) depend on."""
+    return (
+        job.job_type,
+        job.kind,
+        job.precision,
+        job.gpu_count,
+        job.tensor_parallel,
+        job.pipeline_parallel,
+        job.params_b,
+        job.min_gpu_memory_mib,
+        job.model_family,
+        job.data_parallel,
+        job.sharding,
+        job.finetune,
+        job.optimizer,
+        job.optimizer_offload,
+        job.micro_batch,
+        job.seq_len,
+        job.activation_checkpointing,
+        job.allowed_gpu_models,
+        job.reference_gpu_model,
+        model_count,
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from scorer.filter_cache import StaticMasks
 from scorer.framework import (
     CycleContext,
     FilterPlugin,
@@ -24,7 +25,7 @@ from scorer.gang import GangPlan, pick_gpus, pick_share, plan_spread
 from scorer.hostonly import place_host_only
 from scorer.network.placement import region_plans
 from scorer.network.view import NetworkView
-from scorer.outcome import Pick, model_vectors, placed_result, refused_result
+from scorer.outcome import Pick, model_vectors, placed_result, refused_result, vectors_key
 from scorer.registry import DEFAULT_FILTERS, DEFAULT_SCORES, build_filter, build_score
 from scorer.scores.topology import NAME as TOPOLOGY
 from scorer.scores.topology import domain_score
@@ -72,6 +73,7 @@ class Placer:
         self.plan_scores = [p for p in self.scores if isinstance(p, PlanScorePlugin)]
         self.observers = [p for p in (*self.filters, *self.scores) if isinstance(p, ObservePlugin)]
         self._vectors_cache: dict[tuple[object, ...], ModelVectors] = {}
+        self._static = StaticMasks(state, self.filters)  # once per job key
 
     def observe(self, job: JobSpec) -> None:
         """A placement of `job` was committed (reserved): the plugins that learn from the jobs
@@ -135,25 +137,38 @@ class Placer:
     def usable(self, job: JobSpec, region: str | None = None) -> np.ndarray:
         """Slots that pass every static filter: where GPUs freed (by eviction or a job's end)
         could place the job. Occupancy and health are not judged here."""
-        slots = self.state.slots(region)
-        ctx = CycleContext(
-            job, self.state, self.throughput, slots, self._vectors(job), network=self.network
-        )
-        ok = np.ones(slots.shape[0], bool)
-        for f in self.filters:
+        ctx, static = self._context(job, region)
+        ok = np.ones(ctx.slots.shape[0], bool)
+        for f, mask in zip(self.filters, static, strict=True):
             if f.static:
-                ok &= f.filter(ctx)
-        return slots[ok]
+                ok &= f.filter(ctx) if mask is None else mask
+        return ctx.slots[ok]
 
     def _filter(
         self, job: JobSpec, region: str | None
     ) -> tuple[CycleContext, list[tuple[FilterPlugin, np.ndarray]], dict[str, int], np.ndarray]:
-        slots = self.state.slots(region)
+        ctx, static = self._context(job, region)
+        masks = [
+            (f, f.filter(ctx) if mask is None else mask)
+            for f, mask in zip(self.filters, static, strict=True)
+        ]
+        return ctx, masks, *_combine(masks, ctx.slots)
+
+    def _context(
+        self, job: JobSpec, region: str | None
+    ) -> tuple[CycleContext, list[np.ndarray | None]]:
+        """The cycle's context over `region`'s live nodes, and the static filters' masks
+        known for the job's key (None where a filter runs now)."""
+        key = vectors_key(job, len(self.state.models))
         ctx = CycleContext(
-            job, self.state, self.throughput, slots, self._vectors(job), network=self.network
+            job,
+            self.state,
+            self.throughput,
+            self.state.slots(region),
+            self._vectors_for(job, key),
+            network=self.network,
         )
-        masks = [(f, f.filter(ctx)) for f in self.filters]
-        return ctx, masks, *_combine(masks, slots)
+        return ctx, self._static.masks(ctx, region, key)
 
     def _place_single(
         self,
@@ -316,34 +331,16 @@ class Placer:
         return float(s.free_milli_total[scope].sum()) / capacity if capacity else 1.0
 
     def _vectors(self, job: JobSpec) -> ModelVectors:
-        models = self.state.models
-        key = (
-            job.job_type,
-            job.kind,
-            job.precision,
-            job.gpu_count,
-            job.tensor_parallel,
-            job.pipeline_parallel,
-            job.params_b,
-            job.min_gpu_memory_mib,
-            job.model_family,
-            job.data_parallel,
-            job.sharding,
-            job.finetune,
-            job.optimizer,
-            job.optimizer_offload,
-            job.micro_batch,
-            job.seq_len,
-            job.activation_checkpointing,
-            job.allowed_gpu_models,
-            job.reference_gpu_model,
-            len(models),
-        )
+        return self._vectors_for(job, vectors_key(job, len(self.state.models)))
+
+    def _vectors_for(self, job: JobSpec, key: tuple[object, ...]) -> ModelVectors:
         cached = self._vectors_cache.get(key)
         if cached is None:
             if len(self._vectors_cache) > 4096:
                 self._vectors_cache.clear()
-            cached = self._vectors_cache[key] = model_vectors(job, models, self.throughput)
+            cached = self._vectors_cache[key] = model_vectors(
+                job, self.state.models, self.throughput
+            )
         return cached
 
 

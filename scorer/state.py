@@ -50,6 +50,7 @@ class ClusterState:
         self._region_slots: dict[int, np.ndarray] = {}
         self._all_slots: np.ndarray | None = None
         self._versions = 0
+        self._inventory_version = 0  # bumped when a node's inventory (static columns) changes
         self.carbon = np.zeros(0)
         self.kwh_price = np.zeros(0)
         self.queue_depth: dict[str, int] = {}
@@ -128,6 +129,8 @@ class ClusterState:
         """Add a node or update its inventory; reservations on it are kept."""
         slot = self._slot_of.get(node.node_id)
         previous = self._specs[slot] if slot is not None else None
+        if previous != node:
+            self._inventory_version += 1
         if slot is None:
             slot = self._new_slot(node.gpu_count)
             self._slot_of[node.node_id] = slot
@@ -222,6 +225,7 @@ class ClusterState:
         self._count(slot)
         self._specs[slot] = None
         self._free_slots.append(slot)
+        self._inventory_version += 1
         self._region_slots.clear()
         self._all_slots = None
 
@@ -308,6 +312,12 @@ class ClusterState:
 
     def slot_of(self, node_id: str) -> int:
         return self._slot(node_id)
+
+    @property
+    def inventory_version(self) -> int:
+        """Changes whenever a node is added, removed or its inventory (model, region, memory,
+        host capacity, software stack...) changes: what static filters read."""
+        return self._inventory_version
 
     def spec(self, slot: int) -> NodeSpec:
         node = self._specs[slot]

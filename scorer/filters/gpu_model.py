@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from scorer.framework import CycleContext, Status
+from scorer.types import JobSpec
 
 __all__ = ["NAME", "GpuModelFilter"]
 
@@ -14,6 +15,10 @@ NAME = "gpu_model"
 class GpuModelFilter:
     name = NAME
     static = True
+
+    def static_key(self, job: JobSpec) -> tuple[object, ...]:
+        """What the mask depends on besides the nodes' inventory: the job's model vectors only."""
+        return ()
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
         return model_allowed(ctx.models.listed, ctx.node_model)

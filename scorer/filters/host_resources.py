@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from scorer.framework import CycleContext, Insufficient, Status
+from scorer.types import JobSpec
 
 __all__ = ["NAME", "HostResourcesFilter"]
 
@@ -18,6 +19,10 @@ NAME = "host_resources"
 class HostResourcesFilter:
     name = NAME
     static = True
+
+    def static_key(self, job: JobSpec) -> tuple[object, ...]:
+        """What the mask depends on besides the nodes' inventory: host CPU and memory."""
+        return (job.cpu_milli, job.memory_mib)
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
         s, job = ctx.state, ctx.job

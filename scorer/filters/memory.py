@@ -11,6 +11,7 @@ import numpy as np
 
 from scorer.framework import CycleContext, Status
 from scorer.memory import memory_refusal
+from scorer.types import JobSpec
 
 __all__ = ["NAME", "MemoryFilter", "fits_memory", "usable_memory_mib"]
 
@@ -20,6 +21,10 @@ NAME = "memory"
 class MemoryFilter:
     name = NAME
     static = True
+
+    def static_key(self, job: JobSpec) -> tuple[object, ...]:
+        """Besides the nodes' inventory and the job's model vectors: the share asked for."""
+        return (job.gpu_milli,)
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
         have = usable_memory_mib(ctx.state.gpu_memory_mib[ctx.slots], ctx.job.gpu_milli)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from scorer.framework import CycleContext, Status
+from scorer.types import JobSpec
 
 __all__ = ["NAME", "RegionFilter"]
 
@@ -14,6 +15,10 @@ NAME = "region"
 class RegionFilter:
     name = NAME
     static = True
+
+    def static_key(self, job: JobSpec) -> tuple[object, ...]:
+        """What the mask depends on besides the nodes' inventory: the regions the job allows."""
+        return (job.allowed_regions,)
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
         allowed = ctx.job.allowed_regions

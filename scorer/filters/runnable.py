@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from scorer.framework import CycleContext, Status
+from scorer.types import JobSpec
 
 __all__ = ["NAME", "RunnableFilter"]
 
@@ -14,6 +15,10 @@ NAME = "runnable"
 class RunnableFilter:
     name = NAME
     static = True
+
+    def static_key(self, job: JobSpec) -> tuple[object, ...]:
+        """What the mask depends on besides the nodes' inventory: the job's model vectors only."""
+        return ()
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
         # either placement shape may be used, so refuse only where both are measured as 0

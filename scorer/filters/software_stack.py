@@ -11,6 +11,7 @@ import numpy as np
 
 from scorer.framework import CycleContext, Status
 from scorer.stacks import STRICT_MAJOR, Stack, parse_stack, satisfies
+from scorer.types import JobSpec
 
 __all__ = ["NAME", "SoftwareStackFilter", "stack_ok"]
 
@@ -20,6 +21,10 @@ NAME = "software_stack"
 class SoftwareStackFilter:
     name = NAME
     static = True
+
+    def static_key(self, job: JobSpec) -> tuple[object, ...]:
+        """What the mask depends on besides the nodes' inventory: the stack the job is built for."""
+        return (job.software_stack,)
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
         wanted = parse_stack(ctx.job.software_stack)
