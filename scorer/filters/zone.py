@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from scorer.framework import CycleContext, Status
+from scorer.types import JobSpec
 
 __all__ = ["NAME", "ZoneFilter", "zone_allowed"]
 
@@ -23,6 +24,10 @@ def zone_allowed(allowed: tuple[str, ...], region: str, zone: str) -> bool:
 class ZoneFilter:
     name = NAME
     static = True
+
+    def static_key(self, job: JobSpec) -> tuple[object, ...]:
+        """What the mask depends on besides the nodes' inventory: the zones the job allows."""
+        return (job.allowed_zones,)
 
     def filter(self, ctx: CycleContext) -> np.ndarray:
         allowed = ctx.job.allowed_zones

@@ -258,8 +258,11 @@ class Autoscaler:
         rooms: Mapping[str, tuple[int, int]],
     ) -> list[Outgoing]:
         latest = {r.index: r for r in replicas if r.latest}
-        free = {z: g for z, (g, _) in rooms.items() if z.split("/", 1)[0] in spec.regions
-                and (not spec.zones or z in spec.zones)} or {r: 0 for r in spec.regions}
+        free = {
+            z: g
+            for z, (g, _) in rooms.items()
+            if z.split("/", 1)[0] in spec.regions and (not spec.zones or z in spec.zones)
+        } or {r: 0 for r in spec.regions}
         held = dict.fromkeys(free, 0)
         for r in latest.values():
             zone = r.zone or self.pinned.get(r.job_id, r.region)
