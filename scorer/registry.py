@@ -23,6 +23,7 @@ __all__ = [
 FILTERS: dict[str, Callable[..., FilterPlugin]] = {
     "gpu_model": filters.GpuModelFilter,
     "region": filters.RegionFilter,
+    "zone": filters.ZoneFilter,
     "precision": filters.PrecisionFilter,
     "memory": filters.MemoryFilter,
     "software_stack": filters.SoftwareStackFilter,

@@ -94,6 +94,7 @@ class JobSpec:
     memory_mib: int = 0
     allowed_gpu_models: tuple[str, ...] = ()
     allowed_regions: tuple[str, ...] = ()
+    allowed_zones: tuple[str, ...] = ()  # "region/zone" or "zone"; () = any (issue 33)
     cross_region_ok: bool = False
     data_region: str | None = None
     priority: int = 0
@@ -129,6 +130,7 @@ class JobSpec:
             raise InvalidSpecError(f"job {self.job_id}: micro_batch and seq_len must be >= 0")
         _freeze(self, "allowed_gpu_models", tuple(self.allowed_gpu_models))
         _freeze(self, "allowed_regions", tuple(self.allowed_regions))
+        _freeze(self, "allowed_zones", tuple(self.allowed_zones))
         _freeze(self, "kind", str(self.kind).upper())
         _freeze(self, "precision", str(self.precision).upper())
         _freeze(self, "deferrable_until_ts", _epoch_ms(self.deferrable_until_ts))

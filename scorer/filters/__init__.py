@@ -12,6 +12,7 @@ from scorer.filters.precision import PrecisionFilter
 from scorer.filters.region import RegionFilter
 from scorer.filters.runnable import RunnableFilter
 from scorer.filters.software_stack import SoftwareStackFilter
+from scorer.filters.zone import ZoneFilter
 
 __all__ = [
     "CapacityFilter",
@@ -24,4 +25,5 @@ __all__ = [
     "RegionFilter",
     "RunnableFilter",
     "SoftwareStackFilter",
+    "ZoneFilter",
 ]

@@ -20,7 +20,7 @@ _NODE_FIELDS = {f.name for f in dataclasses.fields(NodeSpec)}
 
 def job_spec(record: Mapping[str, Any]) -> JobSpec:
     values = {k: v for k, v in record.items() if k in _JOB_FIELDS}
-    for key in ("allowed_gpu_models", "allowed_regions"):
+    for key in ("allowed_gpu_models", "allowed_regions", "allowed_zones"):
         values[key] = tuple(values.get(key) or ())
     return JobSpec(**values)
 

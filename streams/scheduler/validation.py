@@ -189,7 +189,7 @@ def _job(record: Mapping[str, Any], rules: Rules) -> Problems:
     out += _real("cost_speed_preference", record.get("cost_speed_preference", 0.5), 0.0, 1.0)
     out += _real("budget_usd", record.get("budget_usd"), 0.0, optional=True)
     out += _real("expected_duration_s", record.get("expected_duration_s"), 0.0, optional=True)
-    for name in ("allowed_gpu_models", "allowed_regions"):
+    for name in ("allowed_gpu_models", "allowed_regions", "allowed_zones"):
         out += _list(record, name, MAX_ID_CHARS)
     out = sorted(set(out), key=out.index)
     return out or _domain(job_spec, record)

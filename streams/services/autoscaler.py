@@ -94,6 +94,7 @@ class Autoscaler:
         self.books: dict[str, ServiceBook] = {}
         # job id -> (when submitted, ms; the region it was pinned to), until it is seen
         self.sent_at: dict[str, tuple[int, str]] = {}
+        self.pinned: dict[str, str] = {}  # replica job -> the zone it was pinned to
         self.rejected_at: dict[str, int] = {}  # service:index -> when last resent after a REJECTED
 
     # ---- inputs -------------------------------------------------------------------------
@@ -257,15 +258,17 @@ class Autoscaler:
         rooms: Mapping[str, tuple[int, int]],
     ) -> list[Outgoing]:
         latest = {r.index: r for r in replicas if r.latest}
-        held = {reg: 0 for reg in spec.regions}
+        free = {
+            z: g
+            for z, (g, _) in rooms.items()
+            if z.split("/", 1)[0] in spec.regions and (not spec.zones or z in spec.zones)
+        } or {r: 0 for r in spec.regions}
+        held = dict.fromkeys(free, 0)
         for r in latest.values():
-            if r.live and r.index < wanted and r.region in held:
-                held[r.region] += 1
-        free = {reg: 0 for reg in spec.regions}
-        for zone, (gpus, _) in rooms.items():
-            reg = zone.split("/", 1)[0]
-            if reg in free:
-                free[reg] += gpus
+            zone = r.zone or self.pinned.get(r.job_id, r.region)
+            if r.live and r.index < wanted and zone in held:
+                held[zone] += 1
+        cap = max(1, math.ceil(spec.max_zone_share * wanted))
         out = []
         for n in range(wanted):
             had = latest.get(n)
@@ -277,12 +280,15 @@ class Autoscaler:
                 if now_ms - self.rejected_at.get(key, 0) < 30_000:
                     continue  # nowhere to put it a moment ago: wait before the next try
                 self.rejected_at[key] = now_ms
-            region = _spread_region(spec, held, free)
-            held[region] += 1
-            free[region] -= spec.gpus_per_replica
+            zone = _spread_zone(spec, held, free, cap)
+            held[zone] += 1
+            free[zone] -= spec.gpus_per_replica
+            region = zone.split("/", 1)[0]
             job = replica_job(spec, n)
             job_id = job.job_id if gen == 0 else f"{job.job_id}.{gen}"
-            job = replace(job, job_id=job_id, allowed_regions=(region,))
+            pin = (zone,) if "/" in zone else ()
+            job = replace(job, job_id=job_id, allowed_regions=(region,), allowed_zones=pin)
+            self.pinned[job_id] = zone
             record = job_record_of(job, spec, now_ms)
             if self.signer is not None:
                 record = self.signer.sign(record, now_ms=now_ms)
@@ -355,12 +361,17 @@ class Autoscaler:
         return {"services": out}
 
 
-def _spread_region(spec: ServiceSpec, held: Mapping[str, int], free: Mapping[str, int]) -> str:
-    """The allowed region holding the fewest of the service's replicas, among those with a
-    free replica's worth of GPUs when any has (the spread rule, at region grain: a job cannot
-    name its zone)."""
-    roomy = [r for r in spec.regions if free[r] >= spec.gpus_per_replica]
-    return min(roomy or spec.regions, key=lambda r: (held[r], spec.regions.index(r)))
+def _spread_zone(
+    spec: ServiceSpec, held: Mapping[str, int], free: Mapping[str, int], cap: int
+) -> str:
+    """The allowed zone (region/zone) holding the fewest of the service's replicas, among those
+    under the spread cap with a replica's worth of free GPUs, else under the cap, else any (the
+    cap is relaxed only when it leaves the replica nowhere). A region stands in for its zones
+    when this worker knows no node there."""
+    order = sorted(free)
+    under = [z for z in order if held[z] < cap]
+    roomy = [z for z in under if free[z] >= spec.gpus_per_replica]
+    return min(roomy or under or order, key=lambda z: (held[z], order.index(z)))
 
 
 def _count_zones(replicas: list[Replica]) -> dict[str, int]:

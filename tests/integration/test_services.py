@@ -104,7 +104,9 @@ def _settled(run: Running, serving: int) -> bool:
 def _spread_ok(replicas: list[dict[str, Any]]) -> bool:
     cap = math.ceil(SERVICE["max_zone_share"] * len(replicas))  # type: ignore[operator]
     regions = [r["region"] for r in replicas]
-    return set(regions) == {"us-east", "eu-west"} and max(map(regions.count, regions)) <= cap
+    zones = [r["zone"] for r in replicas]  # where each runs; the autoscaler pinned it there
+    spread = max(map(zones.count, zones)) <= cap  # per zone now (allowed_zones), not region
+    return set(regions) == {"us-east", "eu-west"} and spread and all("/" in z for z in zones)
 
 
 def test_converge_scale_out_warm_and_scale_in_after_hysteresis(
