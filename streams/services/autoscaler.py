@@ -258,6 +258,9 @@ class Autoscaler:
         rooms: Mapping[str, tuple[int, int]],
     ) -> list[Outgoing]:
         latest = {r.index: r for r in replicas if r.latest}
+        for r in replicas:  # a pin matters until the replica is placed (then its zone is known)
+            if r.zone or not r.latest:
+                self.pinned.pop(r.job_id, None)
         free = {
             z: g
             for z, (g, _) in rooms.items()

@@ -113,3 +113,22 @@ def test_a_failed_replica_is_replaced_by_its_next_generation(world: Any) -> None
     w.advance(2)
     _run(w, scaler)
     assert _submitted(w).count("svc-chat-1.1") == 1  # placed: not sent again
+
+
+def test_replicas_are_pinned_to_zones_under_the_cap_and_pins_end_once_placed(world: Any) -> None:
+    w = _world(world)  # zones z1 (one node) and z2 (two nodes)
+    scaler = _scaler(w)
+    _load(scaler, w.now, 50.0)
+    _run(w, scaler)
+    jobs = {m.record["job_id"]: m.record for m in w.log if m.topic == JOBS_SUBMITTED}
+    cap = -(-len(jobs) // 2)  # max_zone_share 0.5 (the default) of 3 replicas
+    pins = [tuple(r["allowed_zones"]) for r in jobs.values()]
+    assert all(len(p) == 1 for p in pins) and max(map(pins.count, pins)) <= cap, pins
+    zone_of = dict(NODES)
+    for job_id, record in jobs.items():
+        (placed,) = w.placed(job_id)
+        node = placed["assignments"][0]["node_id"]
+        assert f"eu/{zone_of[node]}" in record["allowed_zones"], (job_id, node, record)
+    w.advance(2)
+    _run(w, scaler)  # the next look sees them placed: their zones are known, the pins go
+    assert scaler.pinned == {}, scaler.pinned
