@@ -54,7 +54,7 @@ _FLOAT_FIELDS = (
     "budget_usd",
     "checkpoint_grace_s",
 )
-_LIST_FIELDS = ("allowed_gpu_models", "allowed_regions")
+_LIST_FIELDS = ("allowed_gpu_models", "allowed_regions", "allowed_zones")
 # Avro long; the others are int
 _LONG_FIELDS = ("memory_mib", "total_steps", "deferrable_until_ts", "time_limit_s")
 _BOOL_FIELDS = (

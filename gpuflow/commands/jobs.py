@@ -74,6 +74,9 @@ def submit(
     gpu_milli: Annotated[int | None, typer.Option(help="Share of one GPU, 1..1000.")] = None,
     gpu_model: Annotated[list[str] | None, typer.Option(help="Allowed GPU model.")] = None,
     region: Annotated[list[str] | None, typer.Option(help="Allowed region.")] = None,
+    zone: Annotated[
+        list[str] | None, typer.Option(help="Allowed zone: ZONE or REGION/ZONE (repeat).")
+    ] = None,
     kind: Annotated[str | None, typer.Option(help="TRAINING, INFERENCE, BATCH, NOTEBOOK.")] = None,
     precision: Annotated[str | None, typer.Option(help="FP32 TF32 BF16 FP16 FP8 INT8.")] = None,
     params_b: Annotated[float | None, typer.Option(help="Model parameters, billions.")] = None,
@@ -131,6 +134,7 @@ def submit(
         "gpu_milli": gpu_milli,
         "allowed_gpu_models": gpu_model or None,
         "allowed_regions": region or None,
+        "allowed_zones": zone or None,
         "kind": kind,
         "precision": precision,
         "params_b": params_b,

@@ -86,6 +86,7 @@ def test_full_spec_is_coerced() -> None:
         ({"gpu-count": "4"}, "gpu_count", 4),  # CLI-style hyphens
         ({"allowed_regions": " eu , ,us "}, "allowed_regions", ["eu", "us"]),
         ({"allowed_regions": ""}, "allowed_regions", []),
+        ({"allowed_zones": "eu/a, b"}, "allowed_zones", ["eu/a", "b"]),  # a job file's list
         ({"allowed_gpu_models": ("A100", 100)}, "allowed_gpu_models", ["A100", "100"]),
         ({"preemptible": "TRUE"}, "preemptible", True),
         ({"preemptible": 0}, "preemptible", False),
