@@ -16,8 +16,9 @@ An admitted request for a
   - finished or unknown job: nothing (logged).
 
 The deadlines are on the reservation entries (a changelog table), so a restarted worker finds
-them again (`restore`). With several workers, the request is handled by the worker that reads
-its partition, which holds the job only if it owns the job's region: see docs/jobs.md.
+them again (`restore`). With several workers, the worker that reads a request holds the job only
+if it owns the job's region; one that does not (`held` False) forwards it to the others
+(`streams.scheduler.cancel_agent`): see docs/jobs.md.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class CancelOutcome:
     messages: tuple[Outgoing, ...] = ()
     refused: str | None = None
     note: str = ""
+    held: bool = True  # False: this worker has never seen the job (another may hold it)
 
 
 class Cancels:
@@ -115,7 +117,7 @@ class Cancels:
             return CancelOutcome(tuple(self._stop(job_id, entry, why)), note="running: stopping")
         note = "already over" if entry is not None else "not held by this worker"
         log.info("cancel of a job not waiting or running job_id=%s (%s)", job_id, note)
-        return CancelOutcome(note=note)
+        return CancelOutcome(note=note, held=entry is not None)
 
     def _dequeue(self, job_id: str, why: str) -> list[Outgoing]:
         s = self.s

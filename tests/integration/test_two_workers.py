@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from harness import (
+    CODEC,
     TopicReader,
     check_once_and_not_overbooked,
     final_decisions,
@@ -29,8 +31,8 @@ from agents.jobgen import generate_jobs
 from gpuflow.stack import WorkerProcess
 from infra.broker import EmbeddedBroker, free_port
 from infra.config import Config, load_config
-from infra.kafka import ensure_topics
-from infra.topics import DECISIONS_PLACEMENT, JOBS_EVENTS
+from infra.kafka import ensure_topics, producer
+from infra.topics import DECISIONS_PLACEMENT, JOBS_CANCEL, JOBS_EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.engines("logbroker", "tansu")]
 
@@ -152,6 +154,52 @@ def test_the_survivor_takes_over_a_killed_workers_regions(
             check_once_and_not_overbooked(decisions, events)
             url = f"http://{a.worker.web_host}:{a.worker.web_port}/health/"
             assert httpx.get(url, timeout=10).json()["live"] is True
+        finally:
+            decisions.close()
+            events.close()
+
+
+def test_a_cancel_read_by_the_other_worker_reaches_the_jobs_owner(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """Each request is produced to the partition of the worker that does NOT own the job's
+    region: only forwarding gets it to the owner, which stops the job (CANCELLED)."""
+    with _two_workers(broker, tmp_path, seed=6) as two:
+        cfg, regions = two.config, two.regions
+        assert wait_for(lambda: _regions(two.a) and _regions(two.b), 90)
+        jobs: list[dict[str, Any]] = [
+            {"job_id": f"cx-{i}", "gpu_count": 1, "allowed_regions": [regions[i % 4]],
+             "expected_duration_s": 3600.0}
+            for i in range(8)
+        ]  # fmt: skip
+        decisions = TopicReader(cfg, DECISIONS_PLACEMENT)
+        events = TopicReader(cfg, JOBS_EVENTS)
+        try:
+            submit_jobs(cfg, jobs, rate_per_s=20)
+            want = {j["job_id"] for j in jobs}
+            assert wait_for(lambda: want <= set(final_decisions(decisions.poll())), 60)
+            partition_of = cfg.kafka.partitioner()
+            p = producer(cfg.kafka)
+            for job in jobs:
+                other = 1 - partition_of(job["allowed_regions"][0])  # two partitions
+                now = int(time.time() * 1000)
+                request = {
+                    "event_id": f"cancel:{job['job_id']}", "ts": now, "job_id": job["job_id"],
+                    "tenant": "default", "reason": "test", "requested_by": "test",
+                    "key_id": "", "signature": "",
+                }  # fmt: skip
+                value = CODEC.encode("CancelRequest", request, topic=JOBS_CANCEL)
+                p.produce(JOBS_CANCEL, key=job["job_id"].encode(), value=value, partition=other)
+            assert p.flush(10) == 0
+
+            def cancelled() -> set[str]:
+                return {e["job_id"] for e in events.poll() if e.get("type") == "CANCELLED"}
+
+            assert wait_for(lambda: want <= cancelled(), 60), (
+                want - cancelled(),
+                two.workers[0].log_tail(2000),
+                two.workers[1].log_tail(2000),
+            )
         finally:
             decisions.close()
             events.close()

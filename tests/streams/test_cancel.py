@@ -95,8 +95,9 @@ def test_cancelling_a_finished_or_unknown_job_changes_nothing(world: Any) -> Non
     w = world(policy=POLICY)
     w.submit("r", gpu_count=1, tenant="A")
     w.report("r", "FINISHED")
-    assert cancel(w, "r").note == "already over"
-    assert cancel(w, "ghost").note == "not held by this worker"
+    assert cancel(w, "r").note == "already over" and cancel(w, "r").held  # not forwarded
+    ghost = cancel(w, "ghost")
+    assert ghost.note == "not held by this worker" and not ghost.held  # another may hold it
     assert [d["outcome"] for d in w.decisions()] == ["PLACED"]
 
 
@@ -126,3 +127,13 @@ def test_only_the_owner_or_an_admin_key_may_cancel(world: Any) -> None:
     assert ask(forged).refused == "key 'kb' does not belong to tenant 'A'"
     assert ask(_signed(KEYS[0], "r", w.now)).note == "running: stopping"
     assert ask(_signed(KEYS[2], "s", w.now)).note == "queued: cancelled"  # admin: any tenant
+
+
+def test_a_request_for_a_job_never_seen_is_forwarded_once_to_partitions_owned_elsewhere() -> None:
+    from streams.scheduler.cancel_agent import FORWARDED, forward_to, forwarded_from
+
+    assert forward_to(4, read_from=1, owned={0, 1}) == [2, 3]
+    assert forward_to(2, read_from=0, owned={0, 1}) == []  # one worker: nowhere to go
+    assert forwarded_from([(FORWARDED, b"1:42")]) == (1, 42) == forwarded_from({FORWARDED: b"1:42"})
+    assert forwarded_from([(FORWARDED.encode(), b"3:7")]) == (3, 7)  # type: ignore[list-item]
+    assert forwarded_from(None) is None and forwarded_from([("other", b"x")]) is None
