@@ -141,17 +141,10 @@ def reconcile(
         done = confirmed(last, migrated.get(job_id, ()))
         entry = book.reservations[job_id]
         if done is not None and entry.get("assignments") != last["to_assignments"]:
-            book.begin_move(job_id, {
-                "region": last["from_region"], "decision": last, "hold": hold_key(job_id),
-                "deadline_ms": 0,
-                "status": "pending",
-            })  # fmt: skip
+            book.begin_move(job_id, {**move_entry(last), "deadline_ms": 0})
             r.on_migrated(done)  # frees the old GPUs and takes the target (`Book.migrate`)
         elif done is None and job_id not in book.moves and last["hold_until_ts"] > now:
-            book.begin_move(job_id, {
-                "decision": last, "hold": hold_key(job_id),
-                "deadline_ms": int(last["hold_until_ts"]), "status": "pending",
-            })  # fmt: skip
+            book.begin_move(job_id, move_entry(last))  # as the live decision wrote it
     for job_id, move in list(book.moves.items()):
         if job_id in ended:
             book.end_move(job_id)

@@ -143,6 +143,17 @@ def test_a_restart_holds_a_move_in_flight_again(gavel: ThroughputModel) -> None:
     assert book_of(w.restarted(w.tables())) == live
 
 
+def test_a_restart_that_lost_the_moves_table_takes_the_move_from_the_log(
+    gavel: ThroughputModel,
+) -> None:
+    """The moves entry is written again from the logged decision, as the live commit wrote it
+    (with its region: the changelog partition it lands in)."""
+    w, _ = k80_job_moving_to_a_v100(gavel)
+    live = book_of(w.s)
+    reservations, queue, _ = w.tables()
+    assert book_of(w.restarted((reservations, queue, {}))) == live
+
+
 def test_a_restart_applies_a_move_the_tables_missed(gavel: ThroughputModel) -> None:
     w, move = k80_job_moving_to_a_v100(gavel)
     before = w.tables()  # the MIGRATED below never reached the tables' changelogs
