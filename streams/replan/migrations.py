@@ -1,17 +1,17 @@
 """A migration's records: the MigrationDecision and its moves-table entry, the reservation
 entry once MIGRATED confirms the move, the re-planner's view of a reservation entry, and
-the reconciliation of moves with the logs after a restart (`streams.replan.replanner` commits)."""
+the reconciliation of moves with the logs after a restart (`streams.replan.replanner` commits).
+Every change goes through the book's methods (`begin_move`, `migrate`, `end_move`,
+`restore_hold`), as the live path does."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from scorer import ReservationError
 from scorer.replan import MoveProposal, ReplanConfig, RunningJob, hold_key
 from streams.base.outbox import new_event_id
-from streams.replan.parts import MoveBook
+from streams.replan.parts import MoveBook, move_hold
 from streams.scheduler.convert import assignment_records, job_spec, parse_assignments
 
 __all__ = [
@@ -23,8 +23,6 @@ __all__ = [
     "reconcile",
     "running_job",
 ]
-
-log = logging.getLogger(__name__)
 
 
 def job_of(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -132,38 +130,27 @@ def reconcile(
     ended: Collection[str],
 ) -> None:
     """Moves against the logs after a restart (`Replanner.rebuild`): a confirmed move the
-    reservation missed is applied, a logged unconfirmed one still in time is held again, the
-    holds of ended jobs are dropped."""
-    state, now = r.parts.state, r.parts.clock.now()
+    reservation missed is applied (as a live MIGRATED applies it), a logged unconfirmed one
+    still in time is held again, the holds of ended jobs are dropped."""
+    book, now = r.parts.book, r.parts.clock.now()
     for job_id, logged in decisions.items():
-        if job_id in ended or job_id not in r.parts.reservations:
-            r.moves.pop(job_id, None)
+        if job_id in ended or job_id not in book.reservations:
+            book.end_move(job_id)
             continue
         last = logged[-1]
         done = confirmed(last, migrated.get(job_id, ()))
-        entry = r.parts.reservations[job_id]
+        entry = book.reservations[job_id]
         if done is not None and entry.get("assignments") != last["to_assignments"]:
-            state.release(job_id)
-            r.moves[job_id] = {
-                "region": last["from_region"], "decision": last, "hold": hold_key(job_id),
-                "deadline_ms": 0,
-                "status": "pending",
-            }  # fmt: skip
-            state.reserve(hold_key(job_id), parse_assignments(last["to_assignments"]))
-            r.on_migrated(done)
-        elif done is None and job_id not in r.moves and last["hold_until_ts"] > now:
-            r.moves[job_id] = {
-                "decision": last, "hold": hold_key(job_id),
-                "deadline_ms": int(last["hold_until_ts"]), "status": "pending",
-            }  # fmt: skip
-    for job_id, move in list(r.moves.items()):
+            book.begin_move(job_id, {**move_entry(last), "deadline_ms": 0})
+            r.on_migrated(done)  # frees the old GPUs and takes the target (`Book.migrate`)
+        elif done is None and job_id not in book.moves and last["hold_until_ts"] > now:
+            book.begin_move(job_id, move_entry(last))  # as the live decision wrote it
+    for job_id, move in list(book.moves.items()):
         if job_id in ended:
-            del r.moves[job_id]
+            book.end_move(job_id)
         elif move.get("status") == "pending":
-            try:
-                state.reserve(move["hold"], parse_assignments(move["decision"]["to_assignments"]))
-            except ReservationError as exc:
-                log.warning("cannot restore migration hold job_id=%s: %s", job_id, exc)
+            target = parse_assignments(move["decision"]["to_assignments"])
+            book.restore_hold(move_hold(job_id), target)
 
 
 def confirmed(

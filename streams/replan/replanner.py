@@ -1,7 +1,8 @@
 """Deciding again, the mechanism half: commit the scorer's moves, hold their target GPUs, confirm
 them when the executor reports MIGRATED, drop them when it does not in time.
 
-Durable state (changelog-backed, written only from region-partitioned events):
+Durable state (changelog-backed, written only from region-partitioned events; kept by the book,
+`streams.scheduler.book.Book`, and changed only through its methods):
   moves: job_id -> {decision (the MigrationDecision record), hold (its hold key), deadline_ms,
                     status: pending | expired}
 A move's target GPUs are reserved under `hold_key(job_id)` from the decision until MIGRATED (the
@@ -13,24 +14,24 @@ changelogs and `rebuild` reconciles them with the decision and job-event logs.
 
 Rate limits: per job (`job_cooldown_s`, `max_moves_per_job`, counted on the reservation entry),
 per region (`region_max_moves` moves begun in any `region_window_s`). Defragmentation's rooms
-(a node freed for a waiting gang) are kept here and handled in `streams.replan.defragmentation`.
+(a node freed for a waiting gang) are kept in the book and handled in
+`streams.replan.defragmentation`. The re-planner itself keeps only the memory of its own
+passes (jobs holding GPUs, parsed entries, failed tries, quiet regions).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from infra.topics import DECISIONS_MIGRATION
-from scorer import ReservationError
 from scorer.fragmix import LearnedMix
 from scorer.replan import (
     MoveProposal,
     ReplanConfig,
     RunningJob,
-    Statement,
     better_match,
     cheaper_or_greener,
     movable,
@@ -45,7 +46,7 @@ from streams.replan.migrations import (
     reconcile,
     running_job,
 )
-from streams.replan.parts import SchedulerParts
+from streams.replan.parts import BookStatement, ReplanBook, Room, SchedulerParts
 from streams.scheduler.convert import parse_assignments
 
 __all__ = ["SPREAD_GAIN", "Replanner", "SchedulerParts"]
@@ -56,11 +57,8 @@ log = logging.getLogger(__name__)
 class Replanner:
     """Commits re-planning proposals for one worker's regions."""
 
-    def __init__(
-        self, parts: SchedulerParts, moves: MutableMapping[str, Any], config: ReplanConfig
-    ) -> None:
+    def __init__(self, parts: SchedulerParts, config: ReplanConfig) -> None:
         self.parts = parts
-        self.moves = moves
         self.config = config
         self._runs: dict[str, tuple[tuple[Any, ...], RunningJob | None]] = {}  # parsed entries
         self._tried: dict[str, tuple[object, int]] = {}  # failed tries (scorer.replan)
@@ -69,12 +67,24 @@ class Replanner:
         self._green_quiet: dict[str, tuple[object, int]] = {}  # same, for cheaper/greener
         self._last_pass: dict[str, int] = {}  # region -> when its move passes last ran (ms)
         self._last_green: dict[str, int] = {}  # region -> when its cheaper/greener pass ran
-        # defragmentation in flight: gang -> {region, node, room (hold key)}; the node's GPUs
-        # are held for the gang as its movers leave (in memory: a restart lets them go)
-        self.rooms: dict[str, dict[str, Any]] = {}
         self.mix = LearnedMix()  # the job mix the region's fragmentation is measured against
 
     # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def book(self) -> ReplanBook:
+        """The only writer of what the re-planner changes (moves, holds, rooms, placements)."""
+        return self.parts.book
+
+    @property
+    def moves(self) -> Mapping[str, Any]:
+        """Migrations in flight (the book's `moves` table)."""
+        return self.parts.book.moves
+
+    @property
+    def rooms(self) -> Mapping[str, Room]:
+        """Defragmentation in flight: gang -> the node being emptied for it (the book's)."""
+        return self.parts.book.rooms
 
     def pending(self, job_id: str) -> bool:
         move = self.moves.get(job_id)
@@ -166,7 +176,7 @@ class Replanner:
             for r in self.running(region)
             if movable(r, now, self.config) is None and (only is None or r.job_id in only)
         ]
-        statement = Statement(self.parts.state)
+        statement = BookStatement(self.book)
         proposals = better_match(
             self.parts.state,
             self.parts.placer,
@@ -216,7 +226,7 @@ class Replanner:
         # another region only where nothing waits: its free GPUs are its queue's first
         waiting = {str(r["region"]) for r in self.parts.queue.values()}
         regions = [r for r in state.regions if r == region or r not in waiting]
-        statement = Statement(state)
+        statement = BookStatement(self.book)
         proposals = cheaper_or_greener(
             state, self.parts.placer, runs, now, self.config, statement, budget=budget,
             regions=regions,
@@ -257,7 +267,7 @@ class Replanner:
     def _commit(self, p: MoveProposal, now_ms: int) -> Outgoing:
         run, target = p.run, p.target
         record = migration_record(p, now_ms, hold_s=self.config.hold_s)
-        self.moves[run.job_id] = move_entry(record)
+        self.book.begin_move(run.job_id, move_entry(record))  # target held by the statement
         log.info(
             "migration job_id=%s reason=%s from=%s to=%s saved_s=%.0f",
             run.job_id, p.reason, run.gpu_model, target.gpu_model, p.cost.saved_s,
@@ -278,8 +288,7 @@ class Replanner:
         regions = []
         for job_id, move in list(self.moves.items()):
             if move.get("status") == "pending" and move["deadline_ms"] < now:
-                self.parts.state.release(move["hold"])
-                self.moves[job_id] = {**move, "status": "expired"}
+                self.book.expire_move(job_id)
                 regions.append(move["decision"]["to_region"])
                 gang = move["decision"].get("for_job_id")
                 if gang:
@@ -292,9 +301,7 @@ class Replanner:
         self._runs.pop(job_id, None)
         self._tried.pop(job_id, None)
         self._live.pop(job_id, None)
-        move = self.moves.pop(job_id, None)
-        if move is not None:
-            self.parts.state.release(move["hold"])
+        self.book.end_move(job_id)
 
     def on_migrated(self, event: Mapping[str, Any]) -> list[str]:
         """Apply a confirmed move: free the old GPUs, the held ones become the job's. Returns
@@ -304,17 +311,9 @@ class Replanner:
         if move is None or entry is None or entry.get("released"):
             return []  # a duplicate (already applied) or a job that has ended
         decision = move["decision"]
-        state = self.parts.state
         target = parse_assignments(decision["to_assignments"])
-        state.release(move["hold"])
-        state.release(job_id)
-        try:
-            state.reserve(job_id, target)
-        except ReservationError as exc:  # a late MIGRATED after the hold expired and was reused
-            log.error("migration target taken job_id=%s: %s", job_id, exc)
-        del self.moves[job_id]
         ts = int(event.get("ts") or self.parts.clock.now())
-        self.parts.reservations[job_id] = moved_entry(entry, decision, event, self.config, ts)
+        self.book.migrate(job_id, target, moved_entry(entry, decision, event, self.config, ts))
         self._live[job_id] = decision["to_region"]
         if decision.get("for_job_id"):
             hold_room(self, job_id)

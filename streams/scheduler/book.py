@@ -2,11 +2,14 @@
 
 What the book owns: the GPU arrays' reservations and holds (`ClusterState`), the reservation
 table (job -> its placement, or a released marker), the region queues (job -> RoutedJob
-waiting), the jobs decided at their current epoch (`DecidedJobs`), every job's epoch, and the
-released log the horizon reads. Everything else reads these and changes them through the
-methods below: a placement through a `Statement` (reserve and hold tentatively, then commit
-or discard as one, as Volcano's Statement does), an end through `release`, which is safe to
-apply twice. Recovery (`streams.scheduler.recovery`) rebuilds the book through the same methods.
+waiting), the jobs decided at their current epoch (`DecidedJobs`), every job's epoch, the
+released log the horizon reads, and the re-planner's moves in flight (the `moves` table) and
+defragmentation rooms. Everything else reads these and changes them through the methods
+below: a placement through a `Statement` (reserve and hold tentatively, then commit or discard
+as one, as Volcano's Statement does), an end through `release`, which is safe to apply twice,
+a migration through `begin_move` / `migrate` / `expire_move` / `end_move`. Recovery
+(`streams.scheduler.recovery`, `streams.replan.migrations.reconcile`) rebuilds the book through
+the same methods. `tests/streams/test_book_writers.py` fails on a write from anywhere else.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scorer import Assignment, ClusterState, ReservationError
-from scorer.holds import Hold
+from scorer.holds import Hold, HoldKind
+from streams.replan.parts import Room
 from streams.scheduler.horizon import DecidedJobs, ReleasedLog
 
 __all__ = ["Book", "Booking", "Statement"]
@@ -43,6 +47,7 @@ class Book:
         reservations: MutableMapping[str, Any],
         queue: MutableMapping[str, Any],
         horizon_s: float,
+        moves: MutableMapping[str, Any] | None = None,
     ) -> None:
         self.state = state
         self.reservations = reservations
@@ -50,6 +55,10 @@ class Book:
         self.final = DecidedJobs(horizon_s)  # decided at their current epoch
         self.epochs: dict[str, int] = {}  # job -> current epoch (absent: 0)
         self.released = ReleasedLog(horizon_s)
+        # job -> its migration between decision and MIGRATED (`streams.replan.migrations`)
+        self.moves: MutableMapping[str, Any] = moves if moves is not None else {}
+        # gang -> the node a defragmentation empties for it (in memory: a restart lets it go)
+        self.rooms: dict[str, Room] = {}
 
     # ---- reads -----------------------------------------------------------------------------
     def epoch(self, job_id: str) -> int:
@@ -108,6 +117,23 @@ class Book:
             return False
         return True
 
+    def hold_if_free(self, hold: Hold, assignments: Sequence[Assignment]) -> bool:
+        """Keep GPUs for `hold` if they are free (a proposal's target), else take nothing and
+        return False: not an error, another proposal of the same pass took them. The same
+        GPUs held again under the same hold change nothing."""
+        try:
+            self.state.reserve(hold.key, assignments)
+        except ReservationError:
+            return False
+        return True
+
+    def restore_hold(self, hold: Hold, assignments: Sequence[Assignment]) -> None:
+        """Hold a recovered hold's GPUs again (a refusal is logged, not raised)."""
+        try:
+            self.state.reserve(hold.key, assignments)
+        except (ReservationError, KeyError) as exc:
+            log.warning("cannot restore hold hold=%s: %s", hold.key, exc)
+
     def release_hold(self, hold: Hold) -> None:
         self.state.release(hold.key)  # idempotent
 
@@ -115,6 +141,51 @@ class Book:
         """Every reservation and hold out of the arrays (a rebuild holds them again)."""
         for key in list(self.state.jobs):
             self.state.release(key)
+
+    # ---- moves and rooms (`streams.replan`) -------------------------------------------------
+    def begin_move(self, job_id: str, entry: Mapping[str, Any]) -> None:
+        """A migration of `job_id` is decided (or recovered from the log) as its moves-table
+        `entry`; its target GPUs are held under `Hold(MOVE, job_id)` (`hold_if_free`)."""
+        self.moves[job_id] = entry
+
+    def expire_move(self, job_id: str) -> None:
+        """No MIGRATED in time: the target GPUs go back and the job stays; the entry stays,
+        expired (it counts against its region's moves until the window passes)."""
+        self.release_hold(Hold(HoldKind.MOVE, job_id))
+        self.moves[job_id] = {**self.moves[job_id], "status": "expired"}
+
+    def end_move(self, job_id: str) -> None:
+        """The job ended (or its move is moot): the entry and its hold go. Safe twice."""
+        if self.moves.pop(job_id, None) is not None:
+            self.release_hold(Hold(HoldKind.MOVE, job_id))
+
+    def migrate(
+        self, job_id: str, assignments: Sequence[Assignment], entry: Mapping[str, Any]
+    ) -> None:
+        """MIGRATED: the job's old GPUs and its move's hold are freed, it holds `assignments`
+        (its target) and `entry` is its reservation; the move leaves the table. A target
+        taken meanwhile (a late MIGRATED after the hold expired and was reused) is logged."""
+        self.release_hold(Hold(HoldKind.MOVE, job_id))
+        self.state.release(job_id)
+        try:
+            self.state.reserve(job_id, assignments)
+        except ReservationError as exc:
+            log.error("migration target taken job_id=%s: %s", job_id, exc)
+        del self.moves[job_id]
+        self.reservations[job_id] = entry
+
+    def open_room(self, room: Room) -> None:
+        """A defragmentation empties `room.node` for `room.gang`; its free GPUs are held for
+        the gang (`hold(room.hold, ...)`) as the movers leave."""
+        self.rooms[room.gang] = room
+
+    def close_room(self, gang: str) -> Room | None:
+        """The gang's room is over (its node is free, or the gang was placed or ended): the
+        GPUs held for it go back. Safe twice."""
+        room = self.rooms.pop(gang, None)
+        if room is not None:
+            self.release_hold(room.hold)
+        return room
 
     # ---- queue and decisions -----------------------------------------------------------------
     def wait(self, job_id: str, entry: Mapping[str, Any]) -> None:

@@ -94,10 +94,11 @@ class Scheduler:
         # preempting, never moved), as the FGD paper's experiment tries each task once
         self.try_once = try_once
         self.placer = placer
-        # the only writer of reservations, queue, decided jobs, epochs and holds
-        self.book = Book(state, reservations, queue, horizon_s)
-        # the book's two tables, to read (the re-planner's `SchedulerParts` names them)
+        # the only writer of reservations, queue, decided jobs, epochs, holds and moves
+        self.book = Book(state, reservations, queue, horizon_s, moves)
+        # the book's tables, to read (the re-planner's `SchedulerParts` names them)
         self.reservations, self.queue = self.book.reservations, self.book.queue
+        self.moves: Mapping[str, Any] = self.book.moves
         self.nodes = nodes
         self.partition_of = RegionPartitioner(partitions, tuple(region_order))
         # job_id -> highest RoutedJob attempt in the log at the last rebuild, for undecided jobs
@@ -126,9 +127,8 @@ class Scheduler:
             self
         )  # cancel requests (streams.scheduler.cancel); verifier: the runtime's
         self.replan = replan or ReplanConfig(enabled=False)
-        self.moves = moves if moves is not None else {}
         replanning = self.replan.enabled and not try_once
-        self.replanner = Replanner(self, self.moves, self.replan) if replanning else None
+        self.replanner = Replanner(self, self.replan) if replanning else None
         # the ordered actions per trigger (`streams.scheduler.actions.registry.PIPELINES`)
         self.actions: Actions = build_actions(actions, self)
         # forecast headroom and green deferral (streams.scheduler.deferral.ForecastUse); None: off
