@@ -3,7 +3,9 @@
 
 The specs topic is compacted and read again from its start when the worker starts (its group's
 offsets would skip the services declared before); a service is scaled by the worker that holds
-its partition of `gpuflow.services.specs`, so several workers never scale one service twice."""
+its partition of `gpuflow.services.specs`, so several workers never scale one service twice.
+On the event clock (a replay) the timer gives way to POST /tick/ {"ts": ms}: one look at that
+time, answered with what it sent per topic."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from infra.signing import signer
 from infra.topics import SERVICES_LOAD, SERVICES_SPECS
 from schemas import DecodeError
 from scorer.services import ServiceSpecError
+from streams.history.sql import register_tick_page
 from streams.services.autoscaler import Autoscaler
 from streams.worker.guarded import guarded
 
@@ -73,6 +76,7 @@ def register_services(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Au
 
     async def on_load(event: Any, record: dict[str, Any]) -> None:
         scaler.on_load(record)
+        rt.handled["services.load"] = rt.handled.get("services.load", 0) + 1  # the lockstep
 
     app.agent(topics[SERVICES_SPECS], name="gpuflow.services")(
         guarded(rt, "services", "ServiceSpec", on_spec)
@@ -91,6 +95,18 @@ def register_services(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Au
             if not loaded.is_set():
                 await load_specs()
             await rt.send_all(scaler.tick(int(time.time() * 1000)))
+
+    async def look(now_ms: int) -> dict[str, Any]:
+        """One look of the autoscaler at `now_ms`; what it sent, per topic."""
+        if not loaded.is_set():
+            await load_specs()
+        rt.scheduler.clock.observe(now_ms)
+        before = dict(rt.sent)
+        await rt.send_all(scaler.tick(now_ms))
+        return {"sent": {t: n - before.get(t, 0) for t, n in rt.sent.items()}}
+
+    if rt.config.worker.clock == "event":  # a replay asks for each look, in lockstep
+        register_tick_page(app, look)
 
     @app.page("/services/")
     async def services_page(web: Any, request: Any) -> Any:
