@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from faust.types import TP
@@ -85,17 +86,6 @@ def register_services(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Au
         guarded(rt, "services.load", "ServiceLoad", on_load)
     )
 
-    period = rt.config.worker.autoscale_s
-    if period > 0:
-
-        @app.timer(period)
-        async def autoscale() -> None:
-            if not rt._ready.is_set():
-                return
-            if not loaded.is_set():
-                await load_specs()
-            await rt.send_all(scaler.tick(int(time.time() * 1000)))
-
     async def look(now_ms: int) -> dict[str, Any]:
         """One look of the autoscaler at `now_ms`; what it sent, per topic."""
         if not loaded.is_set():
@@ -105,11 +95,26 @@ def register_services(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Au
         await rt.send_all(scaler.tick(now_ms))
         return {"sent": {t: n - before.get(t, 0) for t, n in rt.sent.items()}}
 
-    if rt.config.worker.clock == "event":  # a replay asks for each look, in lockstep
+    _register_looks(app, rt, scaler, look)
+    return scaler
+
+
+def _register_looks(
+    app: faust.App, rt: Runtime, scaler: Autoscaler, look: Callable[[int], Awaitable[Any]]
+) -> None:
+    """The looks: every `autoscale_s` on the wall clock; on the event clock (a replay) on
+    POST /tick/, in lockstep. And the page `/services/`."""
+    period = rt.config.worker.autoscale_s
+    if period > 0 and rt.config.worker.clock == "wall":
+
+        @app.timer(period)
+        async def autoscale() -> None:
+            if rt._ready.is_set():
+                await look(int(time.time() * 1000))
+
+    if rt.config.worker.clock == "event":
         register_tick_page(app, look)
 
     @app.page("/services/")
     async def services_page(web: Any, request: Any) -> Any:
         return web.json({**scaler.view(), "autoscale_s": period})
-
-    return scaler
