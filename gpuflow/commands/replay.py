@@ -39,11 +39,18 @@ __all__ = ["replay"]
 
 
 def _replay_services(
-    files: list[Path], requests: Path, zones: Path | None, scaler: str, warmup: int, out: Path
+    files: list[Path],
+    requests: Path,
+    zones: Path | None,
+    scaler: str,
+    warmup: int,
+    out: Path,
+    engine: str,
 ) -> None:
-    """The service replay (docs/services.md), as `gpuflow serve --requests` runs it."""
+    """The service replay (docs/services.md), as `gpuflow serve --requests` runs it; with
+    `--engine stream`, through the broker and a worker (gpuflow's scaler only)."""
     specs = load_services(files)
-    rows = service_replay(specs, requests, zones, scaler, warmup, seed=0)
+    rows = service_replay(specs, requests, zones, scaler, warmup, seed=0, engine=engine)
     Console().print(report_table(rows))
     out.mkdir(parents=True, exist_ok=True)
     (out / "services.json").write_text(json.dumps(report_rows(rows), indent=1) + "\n")
@@ -192,7 +199,7 @@ def replay(
     if bool(services) != (requests is not None):
         raise fail("--services and --requests go together")
     if services and requests is not None:
-        _replay_services(services, requests, zones, scaler, warmup, out)
+        _replay_services(services, requests, zones, scaler, warmup, out, engine)
     if nodes is None or jobs is None:
         return
     policies = [p.strip() for p in (compare or policy).split(",") if p.strip()]

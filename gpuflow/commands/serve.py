@@ -20,6 +20,7 @@ from agents.replay.service_scalers import GpuflowScaler, ReactiveScaler, Scaler,
 from agents.replay.services import ServiceReport, replay_services
 from gpuflow.commands.common import fail, running_config, worker_url
 from gpuflow.commands.services_view import fetch_services, render_services
+from gpuflow.replay.service_stream import replay_services_stream
 from infra.kafka import producer, read_to_end
 from infra.servicespec import load_service_file, service_record
 from infra.topics import SERVICES_LOAD, SERVICES_SCALING, SERVICES_SPECS
@@ -101,12 +102,23 @@ def report_table(rows: list[tuple[str, ServiceReport, float]]) -> Table:
 
 
 def service_replay(
-    specs: list[ServiceSpec], requests: Path, zones: Path | None, which: str, warmup: int, seed: int
+    specs: list[ServiceSpec],
+    requests: Path,
+    zones: Path | None,
+    which: str,
+    warmup: int,
+    seed: int,
+    engine: str = "inprocess",
 ) -> list[tuple[str, ServiceReport, float]]:
     """Replay `specs` on the per-minute `requests` trace under `which` scaler(s) ("all": with
-    the static-peak and reactive-HPA baselines): (scaler, report, training share) rows."""
+    the static-peak and reactive-HPA baselines): (scaler, report, training share) rows. The
+    stream engine replays gpuflow's scaler only: it is the worker's autoscaler."""
     if which not in _SCALERS:
         raise fail(f"--scaler must be one of {', '.join(_SCALERS)}, not {which!r}")
+    if engine not in ("inprocess", "stream"):
+        raise fail(f"--engine must be inprocess or stream, not {engine!r}")
+    if engine == "stream" and which not in ("gpuflow", "all"):
+        raise fail(f"--scaler {which}: the stream engine replays the worker's autoscaler (gpuflow)")
     try:
         rates = read_requests(requests)
         fleet = read_fleet(zones) if zones else DEMO_FLEET
@@ -118,9 +130,16 @@ def service_replay(
     if min(len(rates[s.name]) for s in specs) <= warmup:
         raise fail(f"--warmup {warmup} leaves no minute of {requests} to score")
     rows = []
-    for scaler in _scalers(which, specs, rates, warmup):
+    for scaler in _scalers("gpuflow" if engine == "stream" else which, specs, rates, warmup):
         try:
-            reports, share = replay_services(specs, rates, fleet, scaler, warmup=warmup, seed=seed)
+            if engine == "stream":
+                reports, share = replay_services_stream(
+                    specs, rates, fleet, warmup=warmup, seed=seed
+                )
+            else:
+                reports, share = replay_services(
+                    specs, rates, fleet, scaler, warmup=warmup, seed=seed
+                )
         except ValueError as exc:
             raise fail(str(exc)) from None
         rows += [(scaler.name, r, share) for r in reports]
@@ -131,7 +150,7 @@ def report_rows(rows: list[tuple[str, ServiceReport, float]]) -> list[dict[str, 
     """The replay's rows as JSON-ready records (per-minute p99s left out)."""
     out = []
     for scaler, r, share in rows:
-        record = {k: v for k, v in dataclasses.asdict(r).items() if k != "p99_ms"}
+        record = {k: v for k, v in dataclasses.asdict(r).items() if k not in ("p99_ms", "looks")}
         finite = [p for p in r.p99_ms if p != float("inf")]
         out.append({**record, "scaler": scaler, "within_slo": r.within_slo,
                     "p99_ms_max": max(finite, default=0.0) if len(finite) == len(r.p99_ms)

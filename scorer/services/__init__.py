@@ -5,6 +5,15 @@ Pure: numpy and domain types only (docs/services.md)."""
 from __future__ import annotations
 
 from scorer.services.errors import ServiceSpecError
+from scorer.services.look import (
+    Held,
+    Look,
+    Start,
+    plan_look,
+    ready_after_s,
+    ready_minutes,
+    serving_of,
+)
 from scorer.services.policy import (
     Action,
     Decision,
@@ -16,6 +25,7 @@ from scorer.services.policy import (
     replica_capacity_rps,
     replicas_for,
     service_ms_on,
+    service_pool,
 )
 from scorer.services.queueing import (
     capacity_at_slo,
@@ -32,9 +42,12 @@ __all__ = [
     "Action",
     "Decision",
     "Grant",
+    "Held",
+    "Look",
     "ScaleState",
     "ServiceSpec",
     "ServiceSpecError",
+    "Start",
     "Tier",
     "ZoneRoom",
     "capacity_at_slo",
@@ -45,16 +58,21 @@ __all__ = [
     "p99_ms",
     "p99_ms_many",
     "parse_service",
+    "plan_look",
     "plan_scale_in",
     "plan_scale_out",
     "pool_capacity",
     "pool_capacity_rps",
+    "ready_after_s",
+    "ready_minutes",
     "replica_capacity_rps",
     "replica_job",
     "replicas_for",
     "seasonal_forecast",
     "seasonal_peak",
     "service_ms_on",
+    "service_pool",
+    "serving_of",
     "warm_target",
     "zone_cap",
 ]

@@ -27,6 +27,7 @@ __all__ = [
     "replica_capacity_rps",
     "replicas_for",
     "service_ms_on",
+    "service_pool",
 ]
 
 
@@ -84,6 +85,15 @@ def pool_capacity(
         return np.arange(spec.max_replicas + 1, dtype=np.float64) * given
     slot_ms = service_ms_on(spec, model, catalog)
     return pool_capacity_rps(spec.batch, slot_ms, spec.slo_p99_ms, spec.max_replicas)
+
+
+def service_pool(
+    spec: ServiceSpec, models: Sequence[str], catalog: Catalog | None = None
+) -> NDArray[np.float64]:
+    """The pool capacity a service plans with over the GPU models it may get: the slowest's
+    (mixed models are approximated; with none known, its first allowed model's, else H100's)."""
+    known = sorted(set(models)) or [spec.gpu_models[0] if spec.gpu_models else "H100"]
+    return np.min(np.stack([pool_capacity(spec, m, catalog) for m in known]), axis=0)
 
 
 def replicas_for(rate_rps: float, pool: NDArray[np.float64], spec: ServiceSpec) -> int:

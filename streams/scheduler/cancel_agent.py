@@ -53,30 +53,35 @@ def register_cancel(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> None
     @app.agent(topics[JOBS_CANCEL], name="gpuflow.cancel")
     async def cancel(stream: Any) -> None:
         async for event in stream.events():
-            async with rt.guard(event, "cancel"):
-                record = await rt.decode(event, "CancelRequest", "cancel")
-                if record is None:
-                    continue
-                await rt.ensure_ready()
-                message = event.message
-                try:
-                    schema = rt.codec.writer(message.value)
-                except DecodeError as exc:  # decoded a moment ago: not expected
-                    await rt.dead_letter(message, f"cancel refused: {exc}", "cancel")
-                    continue
-                key = message.key if isinstance(message.key, bytes) else None
-                origin = forwarded_from(message.headers)
-                position = (message.topic, *(origin or (message.partition, message.offset)))
-                done = rt.scheduler.cancels.on_request(
-                    record, kafka_key=key, position=position, schema=schema
-                )
-                if done.refused is not None:
-                    rt.metrics.dead_lettered["cancel"] += 1
-                    await rt.dead_letter(message, f"cancel refused: {done.refused}", "cancel")
-                    continue
-                await rt.send_all(done.messages)
-                if not done.held and origin is None:
-                    await _forward(rt, topics[JOBS_CANCEL], message, record["job_id"])
+            try:
+                async with rt.guard(event, "cancel"):
+                    await _handle(rt, topics[JOBS_CANCEL], event)
+            finally:  # handled or refused: the replay's lockstep counts it
+                rt.handled["cancel"] = rt.handled.get("cancel", 0) + 1
+
+
+async def _handle(rt: Runtime, topic: Any, event: Any) -> None:
+    record = await rt.decode(event, "CancelRequest", "cancel")
+    if record is None:
+        return
+    await rt.ensure_ready()
+    message = event.message
+    try:
+        schema = rt.codec.writer(message.value)
+    except DecodeError as exc:  # decoded a moment ago: not expected
+        await rt.dead_letter(message, f"cancel refused: {exc}", "cancel")
+        return
+    key = message.key if isinstance(message.key, bytes) else None
+    origin = forwarded_from(message.headers)
+    position = (message.topic, *(origin or (message.partition, message.offset)))
+    done = rt.scheduler.cancels.on_request(record, kafka_key=key, position=position, schema=schema)
+    if done.refused is not None:
+        rt.metrics.dead_lettered["cancel"] += 1
+        await rt.dead_letter(message, f"cancel refused: {done.refused}", "cancel")
+        return
+    await rt.send_all(done.messages)
+    if not done.held and origin is None:
+        await _forward(rt, topic, message, record["job_id"])
 
 
 async def _forward(rt: Runtime, topic: Any, message: Any, job_id: str) -> None:

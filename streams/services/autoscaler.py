@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -28,18 +28,20 @@ from schemas import timestamp_ms
 from schemas.registry import default_schemas
 from scorer.services import (
     Action,
+    Held,
     ScaleState,
     ServiceSpec,
+    Start,
     Tier,
-    ZoneRoom,
     decide,
     p99_ms,
-    plan_scale_in,
-    plan_scale_out,
-    pool_capacity,
+    plan_look,
+    ready_after_s,
     replica_job,
     seasonal_forecast,
     service_ms_on,
+    service_pool,
+    serving_of,
     warm_target,
 )
 from scorer.services.seasonal import WEEK_MIN
@@ -56,6 +58,7 @@ log = logging.getLogger(__name__)
 
 HORIZON_MIN = 15
 _KEEP_MIN = WEEK_MIN + 2 * HORIZON_MIN
+_RETRY_MS = 30_000  # a replica rejected for want of room is sent again after this
 
 
 @dataclass
@@ -96,6 +99,8 @@ class Autoscaler:
         self.sent_at: dict[str, tuple[int, str]] = {}
         self.pinned: dict[str, str] = {}  # replica job -> the zone it was pinned to
         self.rejected_at: dict[str, int] = {}  # service:index -> when last resent after a REJECTED
+        self.loaded_at: dict[str, int] = {}  # replica job -> when it has loaded (in memory)
+        self.now_ms = 0  # the look under way
 
     # ---- inputs -------------------------------------------------------------------------
     def on_spec(self, record: Mapping[str, Any], partition: int = 0) -> None:
@@ -145,40 +150,41 @@ class Autoscaler:
     # ---- one look -----------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Outgoing]:
         out: list[Outgoing] = []
+        self.now_ms = now_ms
         rooms = self._rooms()
-        for book in list(self.books.values()):
+        for _, book in sorted(self.books.items()):  # by name: a look sees the ones before
             if not self.owned(book.partition):
                 continue
             out.extend(self._look(book, now_ms, rooms))
         return out
 
     def _look(
-        self, book: ServiceBook, now_ms: int, rooms: dict[str, tuple[int, int]]
+        self, book: ServiceBook, now_ms: int, rooms: dict[str, tuple[int, int, str]]
     ) -> list[Outgoing]:
         spec = book.spec
         replicas = replicas_of(self.s, spec.name, self.stale(), self.sent_at, now_ms)
-        model = spec.gpu_models[0] if spec.gpu_models else "H100"
-        pool = pool_capacity(spec, model)
+        allowed = _allowed(spec, rooms)
+        pool = service_pool(spec, [rooms[z][2] for z in allowed if z in rooms])
         rps = self.observed(book, now_ms)
         ahead = self.forecast(book, rps)
         before = book.state.replicas
         decision, book.state = decide(
             spec, pool, book.state, rps, ahead, now_ms / 1000.0, book.previous_rps
         )
-        book.previous_rps = rps
+        book.previous_rps = rps if book.by_zone else None  # nothing heard yet: no rise
         serving = decision.target
-        wanted = serving + warm_target(spec, serving)
-        live = {r.index: r for r in replicas if r.live and r.latest}
-        standby_zones = self._standby_zones(live, before)
-        grants = self._grants(spec, decision.action, serving - before, standby_zones, rooms, live)
-        out = self._submit(spec, replicas, wanted, now_ms, rooms)
-        stopped, cancels = self._stop(spec, replicas, wanted, now_ms)
+        latest = {r.index: r for r in replicas if r.latest}
+        held = self._held(spec, latest, now_ms, allowed)
+        look = plan_look(spec, before, serving, warm_target(spec, serving), held, allowed)
+        out = self._submit(spec, latest, look.starts, now_ms)
+        stopped, cancels = self._stop(spec, replicas, look.stops)
         out.extend(cancels)
-        self._judge(book, spec, model, live, serving, rps)
-        degraded = any(g.tier is Tier.DEGRADE for g in grants)
-        action = "DEGRADE" if degraded else decision.action.value
+        _spend(rooms, spec, look.starts, stopped)
+        self._judge(book, spec, held, serving, rps, [rooms[z][2] for z in allowed if z in rooms])
+        action = "DEGRADE" if look.degraded else decision.action.value
         if decision.action is Action.HOLD and stopped:
             action = "SCALE_IN"  # older generations or extras stopped
+        live = sum(1 for r in latest.values() if r.live)
         record = {
             "event_id": new_event_id(spec.name, "scale", str(now_ms)),
             "ts": now_ms, "schema": 1, "service": spec.name, "action": action,
@@ -187,9 +193,9 @@ class Autoscaler:
             "horizon_s": HORIZON_MIN * 60, "need_observed": decision.need_observed,
             "need_forecast": decision.need_forecast,
             "grants": [{"tier": g.tier.value, "zone": g.zone, "replicas": g.count}
-                       for g in grants],
-            "stopped": stopped, "degrade_mode": spec.degrade if degraded else "",
-            "reason": decision.reason + f"; {len(live)} live of {wanted} wanted",
+                       for g in look.grants],
+            "stopped": stopped, "degrade_mode": spec.degrade if look.degraded else "",
+            "reason": decision.reason + f"; {live} live of {look.wanted} wanted",
         }  # fmt: skip
         book.last = {**record, "replicas": [
             {**r.view(), "role": "serving" if r.index < serving else "standby"}
@@ -198,43 +204,41 @@ class Autoscaler:
         out.append(outgoing(SERVICES_SCALING, spec.name, record, region=None, partition_of=_p0))
         return out
 
-    def _standby_zones(self, live: Mapping[int, Replica], serving: int) -> dict[str, int]:
-        zones: dict[str, int] = {}
-        for r in sorted(live.values(), key=lambda r: r.index)[serving:]:
-            if r.running:
-                zones[r.zone] = zones.get(r.zone, 0) + 1
-        return zones
-
-    def _grants(
+    def _held(
         self,
         spec: ServiceSpec,
-        action: Action,
-        add: int,
-        warm: Mapping[str, int],
-        rooms: Mapping[str, tuple[int, int]],
-        live: Mapping[int, Replica],
-    ) -> list[Any]:
-        if action is not Action.SCALE_OUT or add <= 0:
-            return []
-        have: dict[str, int] = {}
-        for r in live.values():
-            if r.running:
-                have[r.zone] = have.get(r.zone, 0) + 1
-        per = max(1, spec.gpus_per_replica)
-        zones = (set(rooms) & set(spec.zones)) if spec.zones else set(rooms)
-        plan = [
-            ZoneRoom(z, have.get(z, 0), warm.get(z, 0), rooms[z][0] // per, rooms[z][1] // per)
-            for z in sorted(zones | set(warm))
-            if z in rooms or z in warm
-        ]
-        target = sum(have.values()) + add
-        return plan_scale_out(plan, add, target, spec.max_zone_share)
+        latest: Mapping[int, Replica],
+        now_ms: int,
+        allowed: Mapping[str, Any],
+    ) -> list[Held]:
+        """The live replicas as the look plans with them (their zone; loaded or not). A replica
+        rejected a moment ago counts as on its way, so it is not sent again for 30 s; one
+        waiting for zones with no healthy node (requeued off a stale one) counts as gone, so
+        its next generation goes elsewhere and it is cancelled."""
+        for r in latest.values():  # a pin matters until the replica is placed (then its zone
+            if r.zone:  # is known)
+                self.pinned.pop(r.job_id, None)
+        out = []
+        for i, r in latest.items():
+            if r.pins and not any(z in allowed for z in r.pins):
+                continue
+            if r.live:
+                zone = r.zone or self.pinned.get(r.job_id, r.region)
+                loaded = r.running and now_ms >= self.loaded_at.get(r.job_id, 0)
+                out.append(Held(i, zone, loaded))
+            elif r.status == "REJECTED" and now_ms - self._rejected(spec, i) < _RETRY_MS:
+                out.append(Held(i, "", False))
+        return out
 
-    def _rooms(self) -> dict[str, tuple[int, int]]:
+    def _rejected(self, spec: ServiceSpec, index: int) -> int:
+        """When a replica of this index was last sent again after a REJECTED."""
+        return self.rejected_at.get(f"{spec.name}:{index}", -_RETRY_MS)
+
+    def _rooms(self) -> dict[str, tuple[int, int, str]]:
         """Per zone of the regions this worker holds: (free GPUs, GPUs held by preemptible
-        jobs) on healthy nodes. A zone is named region/zone (zone names repeat)."""
+        jobs, GPU model) on healthy nodes. A zone is named region/zone (zone names repeat)."""
         state, stale = self.s.state, self.stale()
-        out: dict[str, tuple[int, int]] = {}
+        out: dict[str, tuple[int, int, str]] = {}
         preemptible = {j for j, run in self.s.tenancy.running.items() if run.preemptible}
         held: dict[str, int] = {}
         for job_id in preemptible:
@@ -245,53 +249,28 @@ class Autoscaler:
                 continue
             zone = zone_name(node.region, node.zone)
             free = sum(1 for m in state.gpu_free_milli(node.node_id) if m >= 1000)
-            f, h = out.get(zone, (0, 0))
-            out[zone] = (f + free, h + held.get(node.node_id, 0))
+            f, h, model = out.get(zone, (0, 0, node.gpu_model))
+            out[zone] = (f + free, h + held.get(node.node_id, 0), model)
         return out
 
     def _submit(
-        self,
-        spec: ServiceSpec,
-        replicas: list[Replica],
-        wanted: int,
-        now_ms: int,
-        rooms: Mapping[str, tuple[int, int]],
+        self, spec: ServiceSpec, latest: Mapping[int, Replica], starts: Sequence[Start], now_ms: int
     ) -> list[Outgoing]:
-        latest = {r.index: r for r in replicas if r.latest}
-        for r in replicas:  # a pin matters until the replica is placed (then its zone is known)
-            if r.zone or not r.latest:
-                self.pinned.pop(r.job_id, None)
-        free = {
-            z: g
-            for z, (g, _) in rooms.items()
-            if z.split("/", 1)[0] in spec.regions and (not spec.zones or z in spec.zones)
-        } or {r: 0 for r in spec.regions}
-        held = dict.fromkeys(free, 0)
-        for r in latest.values():
-            zone = r.zone or self.pinned.get(r.job_id, r.region)
-            if r.live and r.index < wanted and zone in held:
-                held[zone] += 1
-        cap = max(1, math.ceil(spec.max_zone_share * wanted))
+        """A replica job for each start, pinned to its zone (to its region only where this
+        worker knows no node there)."""
         out = []
-        for n in range(wanted):
-            had = latest.get(n)
-            if had is not None and had.live:
-                continue
+        for start in starts:
+            had = latest.get(start.index)
             gen = 0 if had is None else had.generation + 1
             if had is not None and had.status == "REJECTED":
-                key = f"{spec.name}:{n}"
-                if now_ms - self.rejected_at.get(key, 0) < 30_000:
-                    continue  # nowhere to put it a moment ago: wait before the next try
-                self.rejected_at[key] = now_ms
-            zone = _spread_zone(spec, held, free, cap)
-            held[zone] += 1
-            free[zone] -= spec.gpus_per_replica
-            region = zone.split("/", 1)[0]
-            job = replica_job(spec, n)
+                self.rejected_at[f"{spec.name}:{start.index}"] = now_ms
+            region = start.zone.split("/", 1)[0]
+            job = replica_job(spec, start.index)
             job_id = job.job_id if gen == 0 else f"{job.job_id}.{gen}"
-            pin = (zone,) if "/" in zone else ()
+            pin = (start.zone,) if "/" in start.zone else ()
             job = replace(job, job_id=job_id, allowed_regions=(region,), allowed_zones=pin)
-            self.pinned[job_id] = zone
+            self.pinned[job_id] = start.zone
+            self.loaded_at[job_id] = now_ms + int(ready_after_s(spec, start.tier) * 1000)
             record = job_record_of(job, spec, now_ms)
             if self.signer is not None:
                 record = self.signer.sign(record, now_ms=now_ms)
@@ -301,25 +280,22 @@ class Autoscaler:
         return out
 
     def _stop(
-        self, spec: ServiceSpec, replicas: list[Replica], wanted: int, now_ms: int
+        self, spec: ServiceSpec, replicas: list[Replica], stops: Sequence[int]
     ) -> tuple[dict[str, int], list[Outgoing]]:
-        """Cancel live replicas beyond `wanted` (fullest zone first) and live older
-        generations of a replaced index."""
-        extra = [r for r in replicas if r.live and r.latest and r.index >= wanted]
+        """Cancel the live replicas of the indices the look stops (highest first) and live
+        older generations of a replaced index."""
+        gone = set(stops)
+        extra = [r for r in replicas if r.live and r.latest and r.index in gone]
         old = [r for r in replicas if r.live and not r.latest]
-        zones = plan_scale_in(_count_zones(extra), len(extra)) if extra else {}
         stopped: dict[str, int] = {}
         out = []
         for r in sorted(extra, key=lambda r: -r.index) + old:
-            if r in extra and zones.get(r.zone, 0) <= 0:
-                continue
-            if r in extra:
-                zones[r.zone] -= 1
             stopped[r.zone] = stopped.get(r.zone, 0) + 1
-            out.append(self._cancel(spec, r, now_ms))
+            out.append(self._cancel(spec, r))
         return stopped, out
 
-    def _cancel(self, spec: ServiceSpec, r: Replica, now_ms: int) -> Outgoing:
+    def _cancel(self, spec: ServiceSpec, r: Replica) -> Outgoing:
+        now_ms = self.now_ms
         record: dict[str, Any] = {
             "event_id": new_event_id(r.job_id, "scale-in", str(r.generation)),
             "ts": now_ms, "job_id": r.job_id, "tenant": spec.name,
@@ -335,15 +311,17 @@ class Autoscaler:
         self,
         book: ServiceBook,
         spec: ServiceSpec,
-        model: str,
-        live: Mapping[int, Replica],
+        held: Sequence[Held],
         serving: int,
         rps: float,
+        models: Sequence[str],
     ) -> None:
-        """SLO attainment: the share of looks whose M/M/c p99 of the serving replicas that
-        run, at the observed rate, is within the SLO."""
-        running = min(serving, sum(1 for r in live.values() if r.running))
-        p99 = p99_ms(rps, running * spec.batch, service_ms_on(spec, model)) if running else math.inf
+        """SLO attainment: the share of looks whose M/M/c p99 of the serving replicas (the
+        loaded ones), at the observed rate, is within the SLO."""
+        running = len(serving_of(serving, held))
+        model = max(models, key=lambda m: service_ms_on(spec, m)) if models else "H100"
+        slot_ms = service_ms_on(spec, model)
+        p99 = p99_ms(rps, running * spec.batch, slot_ms) if running else math.inf
         book.looks += 1
         book.within_slo += int(rps <= 0 or p99 <= spec.slo_p99_ms)
 
@@ -364,24 +342,45 @@ class Autoscaler:
         return {"services": out}
 
 
-def _spread_zone(
-    spec: ServiceSpec, held: Mapping[str, int], free: Mapping[str, int], cap: int
-) -> str:
-    """The allowed zone (region/zone) holding the fewest of the service's replicas, among those
-    under the spread cap with a replica's worth of free GPUs, else under the cap, else any (the
-    cap is relaxed only when it leaves the replica nowhere). A region stands in for its zones
-    when this worker knows no node there."""
-    order = sorted(free)
-    under = [z for z in order if held[z] < cap]
-    roomy = [z for z in under if free[z] >= spec.gpus_per_replica]
-    return min(roomy or under or order, key=lambda z: (held[z], order.index(z)))
-
-
-def _count_zones(replicas: list[Replica]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in replicas:
-        out[r.zone] = out.get(r.zone, 0) + 1
+def _allowed(
+    spec: ServiceSpec, rooms: Mapping[str, tuple[int, int, str]]
+) -> dict[str, tuple[int, int]]:
+    """The zones a service may use, as (free GPUs, reclaimable GPUs): of its regions (and
+    zones, models). A region where this worker knows no node stands in for its zones, with
+    room for every replica: the replica is pinned to the region and placed by its owner."""
+    out = {
+        z: (free, held)
+        for z, (free, held, model) in rooms.items()
+        if z.split("/", 1)[0] in spec.regions
+        and (not spec.zones or z in spec.zones or z.split("/", 1)[-1] in spec.zones)
+        and (not spec.gpu_models or model in spec.gpu_models)
+    }
+    known = {z.split("/", 1)[0] for z in rooms}
+    ample = spec.gpus_per_replica * spec.max_replicas
+    out.update({r: (ample, 0) for r in spec.regions if r not in known})
     return out
+
+
+def _spend(
+    rooms: dict[str, tuple[int, int, str]],
+    spec: ServiceSpec,
+    starts: Sequence[Start],
+    stopped: Mapping[str, int],
+) -> None:
+    """The look's starts take their GPUs from the rooms (free, else reclaimed) and its stops
+    give theirs back, so the next service in the same pass plans with what is left."""
+    per = spec.gpus_per_replica
+    for start in starts:
+        if start.zone in rooms:
+            free, held, model = rooms[start.zone]
+            if start.tier is Tier.NEIGHBOUR:
+                rooms[start.zone] = (free - per, held, model)
+            else:
+                rooms[start.zone] = (free, held - per, model)
+    for zone, n in stopped.items():
+        if zone in rooms:
+            free, held, model = rooms[zone]
+            rooms[zone] = (free + n * per, held, model)
 
 
 def _p0(_: str) -> int:

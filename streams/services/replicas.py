@@ -40,6 +40,7 @@ class Replica:
     latest: bool = True  # the newest generation of its index
     ended: str = ""  # how it ended (FINISHED, FAILED, EVICTED, CANCELLED, ...)
     region: str = ""  # where it runs or waits
+    pins: tuple[str, ...] = ()  # the zones a waiting replica may be placed in
 
     @property
     def live(self) -> bool:
@@ -79,7 +80,9 @@ def replicas_of(
             continue
         status, zone, ended, region = _status(s, job_id, stale, sent_at, now_ms)
         n, gen = int(m[1]), int(m[2] or 0)
-        out.append(Replica(job_id, n, gen, status, zone, ended=ended, region=region))
+        waiting = s.queue.get(job_id) if status == "WAITING" else None
+        pins = tuple((waiting or {}).get("job", {}).get("allowed_zones") or ())
+        out.append(Replica(job_id, n, gen, status, zone, ended=ended, region=region, pins=pins))
     newest: dict[int, int] = {}
     for r in out:
         newest[r.index] = max(newest.get(r.index, -1), r.generation)

@@ -3,7 +3,9 @@
 
 The specs topic is compacted and read again from its start when the worker starts (its group's
 offsets would skip the services declared before); a service is scaled by the worker that holds
-its partition of `gpuflow.services.specs`, so several workers never scale one service twice."""
+its partition of `gpuflow.services.specs`, so several workers never scale one service twice.
+On the event clock (a replay) the timer gives way to POST /tick/ {"ts": ms}: one look at that
+time, answered with what it sent per topic."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from faust.types import TP
@@ -21,6 +24,7 @@ from infra.signing import signer
 from infra.topics import SERVICES_LOAD, SERVICES_SPECS
 from schemas import DecodeError
 from scorer.services import ServiceSpecError
+from streams.history.sql import register_tick_page
 from streams.services.autoscaler import Autoscaler
 from streams.worker.guarded import guarded
 
@@ -73,6 +77,7 @@ def register_services(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Au
 
     async def on_load(event: Any, record: dict[str, Any]) -> None:
         scaler.on_load(record)
+        rt.handled["services.load"] = rt.handled.get("services.load", 0) + 1  # the lockstep
 
     app.agent(topics[SERVICES_SPECS], name="gpuflow.services")(
         guarded(rt, "services", "ServiceSpec", on_spec)
@@ -81,19 +86,35 @@ def register_services(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Au
         guarded(rt, "services.load", "ServiceLoad", on_load)
     )
 
+    async def look(now_ms: int) -> dict[str, Any]:
+        """One look of the autoscaler at `now_ms`; what it sent, per topic."""
+        if not loaded.is_set():
+            await load_specs()
+        rt.scheduler.clock.observe(now_ms)
+        before = dict(rt.sent)
+        await rt.send_all(scaler.tick(now_ms))
+        return {"sent": {t: n - before.get(t, 0) for t, n in rt.sent.items()}}
+
+    _register_looks(app, rt, scaler, look)
+    return scaler
+
+
+def _register_looks(
+    app: faust.App, rt: Runtime, scaler: Autoscaler, look: Callable[[int], Awaitable[Any]]
+) -> None:
+    """The looks: every `autoscale_s` on the wall clock; on the event clock (a replay) on
+    POST /tick/, in lockstep. And the page `/services/`."""
     period = rt.config.worker.autoscale_s
-    if period > 0:
+    if period > 0 and rt.config.worker.clock == "wall":
 
         @app.timer(period)
         async def autoscale() -> None:
-            if not rt._ready.is_set():
-                return
-            if not loaded.is_set():
-                await load_specs()
-            await rt.send_all(scaler.tick(int(time.time() * 1000)))
+            if rt._ready.is_set():
+                await look(int(time.time() * 1000))
+
+    if rt.config.worker.clock == "event":
+        register_tick_page(app, look)
 
     @app.page("/services/")
     async def services_page(web: Any, request: Any) -> Any:
         return web.json({**scaler.view(), "autoscale_s": period})
-
-    return scaler

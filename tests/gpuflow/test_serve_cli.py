@@ -107,6 +107,8 @@ def test_generate_requests_then_replay_them(tmp_path: Path) -> None:
     assert f"{ours['within_slo']:.3%}" in result.output  # the same replay as `serve` ran
     _one_line_error(runner.invoke(app, again[:3]), "--requests")
     _one_line_error(runner.invoke(app, ["replay", "--out", str(out)]), "--nodes")
+    stream = [*again[:-4], "--engine", "stream", "--scaler", "static-peak"]
+    _one_line_error(runner.invoke(app, stream), "--scaler")  # the worker's scaler only
 
 
 def test_generate_requests_refuses_a_bad_service_flag(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ SPEC = {
     "model_load_s": 0, "cold_start_s": 0,
 }  # fmt: skip
 NODES = [("n1", "z1"), ("n2", "z2"), ("n3", "z2")]
-NODE = {"region": "eu", "gpu_model": "A100-80", "gpu_count": 8, "gpu_memory_mib": 81920,
+NODE = {"region": "eu", "gpu_model": "H100", "gpu_count": 8, "gpu_memory_mib": 81920,
         "rack": "r1", "price_per_gpu_hour": 2.0}  # fmt: skip
 
 
