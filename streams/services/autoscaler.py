@@ -1,6 +1,7 @@
 """The streaming autoscaler (issue 33 part 3): per service, every `autoscale_s`, the live rate
-(`gpuflow.services.load`), a seasonal 15-minute forecast on the service's own per-minute
-history, and the replicas it has; `scorer.services.decide` says how many it needs.
+(`gpuflow.services.load`), a 15-minute forecast and the replicas it has; `scorer.services.decide`
+says how many it needs. The forecast is the forecast processor's (on the stored history) when
+issued within `forecast_max_age_ms`, else seasonal on the per-minute rates this worker heard.
 
 Replicas are jobs (`scorer.services.replica_job`): index n of service S is `svc-S-n`, its
 replacements `svc-S-n.g` (generation g). Their state is read from this worker's scheduler
@@ -26,6 +27,7 @@ from infra.servicespec import service_from_record
 from infra.topics import JOBS_CANCEL, JOBS_SUBMITTED, SERVICES_SCALING
 from schemas import timestamp_ms
 from schemas.registry import default_schemas
+from scorer.forecasts import ForecastCurve
 from scorer.services import (
     Action,
     ScaleState,
@@ -56,6 +58,7 @@ log = logging.getLogger(__name__)
 
 HORIZON_MIN = 15
 _KEEP_MIN = WEEK_MIN + 2 * HORIZON_MIN
+IN_WORKER = "in-worker seasonal"  # the forecast's source when the processor's is not fresh
 
 
 @dataclass
@@ -86,8 +89,12 @@ class Autoscaler:
         stale: Callable[[], set[str]],
         signer: Signer | None = None,
         owned: Callable[[int], bool] = lambda _: True,
+        forecasts: Callable[[str], ForecastCurve | None] = lambda _: None,
+        forecast_max_age_ms: int = 420_000,
     ) -> None:
         self.s = scheduler
+        self.forecasts = forecasts  # service -> the forecast processor's latest forecast
+        self.forecast_max_age_ms = forecast_max_age_ms
         self.stale = stale  # the fleet's stale node ids, now
         self.signer = signer
         self.owned = owned  # whether this worker holds a partition of the specs topic
@@ -138,9 +145,16 @@ class Autoscaler:
         """The rate now: the sum of each zone's last report, those under a minute old."""
         return sum(r for r, ts in book.by_zone.values() if now_ms - ts <= max_age_ms)
 
-    def forecast(self, book: ServiceBook, now_rps: float) -> list[float]:
+    def forecast(self, book: ServiceBook, now_rps: float, now_ms: int) -> tuple[list[float], str]:
+        """Per-minute rates from the minute under way, and their source: the processor's
+        forecast (its steps from now on) when fresh, else the in-worker seasonal one."""
+        curve = self.forecasts(book.spec.name)
+        if curve is not None and -60_000 <= now_ms - curve.issued_ms <= self.forecast_max_age_ms:
+            ahead = curve.values(now_ms, now_ms + HORIZON_MIN * 60_000)
+            if len(ahead):
+                return [float(x) for x in ahead], f"forecast processor, model {curve.model}"
         history = [*book.minutes, now_rps]  # the minute under way counts at its rate now
-        return [float(x) for x in seasonal_forecast(history, HORIZON_MIN)]
+        return [float(x) for x in seasonal_forecast(history, HORIZON_MIN)], IN_WORKER
 
     # ---- one look -----------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Outgoing]:
@@ -160,7 +174,7 @@ class Autoscaler:
         model = spec.gpu_models[0] if spec.gpu_models else "H100"
         pool = pool_capacity(spec, model)
         rps = self.observed(book, now_ms)
-        ahead = self.forecast(book, rps)
+        ahead, source = self.forecast(book, rps, now_ms)
         before = book.state.replicas
         decision, book.state = decide(
             spec, pool, book.state, rps, ahead, now_ms / 1000.0, book.previous_rps
@@ -189,9 +203,10 @@ class Autoscaler:
             "grants": [{"tier": g.tier.value, "zone": g.zone, "replicas": g.count}
                        for g in grants],
             "stopped": stopped, "degrade_mode": spec.degrade if degraded else "",
-            "reason": decision.reason + f"; {len(live)} live of {wanted} wanted",
+            "reason": decision.reason + f"; {len(live)} live of {wanted} wanted"
+                      f"; forecast: {source}",
         }  # fmt: skip
-        book.last = {**record, "replicas": [
+        book.last = {**record, "forecast_source": source, "replicas": [
             {**r.view(), "role": "serving" if r.index < serving else "standby"}
             for r in replicas if r.latest
         ]}  # fmt: skip
@@ -359,6 +374,7 @@ class Autoscaler:
                 "history_minutes": len(book.minutes),
                 "slo_attainment": book.within_slo / book.looks if book.looks else None,
                 "looks": book.looks,
+                "forecast_source": book.last.get("forecast_source"),
                 "last": book.last,
             }
         return {"services": out}
