@@ -44,6 +44,7 @@ class Plan:
     history_s: int  # history loaded for it
     refit_s: int  # backtest and refit this often; update in between
     backtest_seasons: float = 7.0  # origins of the backtest span this many seasons
+    subject: str = "region"  # whose series it runs: regions' or services' (SeriesKind.by)
 
     def __post_init__(self) -> None:
         if self.step_s <= 0 or self.steps < 1 or self.history_s < self.step_s:
@@ -58,6 +59,18 @@ DEFAULT_PLANS: tuple[Plan, ...] = (
     Plan("short", 300, 12, ("holt_winters",), history_s=7 * 86_400, refit_s=3_600),
     Plan("medium", 3600, 24, ("lstm", "holt_winters"), history_s=35 * 86_400, refit_s=6 * 3_600),
     Plan("long", 3600, 168, ("prophet",), history_s=56 * 86_400, refit_s=24 * 3_600),
+    # a service's rate for its autoscaler. Five days at 1-minute steps: Holt-Winters' daily
+    # season is 1,440 states; its backtest and refit take ~6 s a service on the loaded two-core
+    # box, seven days 30 s (docs/forecasting.md)
+    Plan(
+        "service",
+        60,
+        15,
+        ("holt_winters",),
+        history_s=5 * 86_400,
+        refit_s=3_600,
+        subject="service",
+    ),
 )
 
 

@@ -248,10 +248,10 @@ class ForecastConfig:
 
     enabled: bool = True  # the history child runs the forecast processor
     interval_s: float = 300.0  # forecast again this often (refits follow each plan's cadence)
-    plans: str = "short,medium,long"  # horizon plans to run (forecast.DEFAULT_PLANS)
+    plans: str = "short,medium,long,service"  # horizon plans to run (forecast.DEFAULT_PLANS)
     series: str = (
         "gpus_in_use,training_gpus_requested,inference_gpus_requested,"
-        "inference_requests_per_s,carbon_g_per_kwh,price_per_kwh"
+        "inference_requests_per_s,carbon_g_per_kwh,price_per_kwh,service_requests_per_s"
     )
     by_model: bool = False  # also one series per GPU model, not only '*' per region
     max_series: int = 64  # series forecast per run at most (the rest wait for the next run)
@@ -268,6 +268,9 @@ class ForecastConfig:
     deferral_carbon_weight: float = 0.5  # 1: carbon only, 0: price only
     deferral_min_gain: float = 0.05  # hold only for at least this relative improvement
     max_age_s: float = 7200.0  # forecasts older than this are not used
+    # the autoscaler uses a service's forecast issued at most this long ago (a round of
+    # `interval_s` and some), else its own in-worker seasonal forecast
+    service_max_age_s: float = 420.0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.level < 1.0:

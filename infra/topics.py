@@ -97,7 +97,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(JOBS_CANCEL, "CancelRequest", history=False),
     TopicSpec(JOBS_LOGS, "JobLog", retention_ms=_LOG_RETENTION_MS, history=False),
     TopicSpec(SERVICES_SPECS, "ServiceSpec", compacted=True, history=False),
-    TopicSpec(SERVICES_LOAD, "ServiceLoad", history=False),
+    TopicSpec(SERVICES_LOAD, "ServiceLoad"),  # the forecast processor reads it back
     TopicSpec(SERVICES_SCALING, "ScalingDecision", history=False),
 )
 

@@ -16,6 +16,7 @@ class ForecastCurve:
     issued_ms: int
     step_s: int
     points: tuple[float, ...]
+    model: str = ""  # the forecaster that made it (DemandForecast.model), where known
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "points", tuple(float(p) for p in self.points))

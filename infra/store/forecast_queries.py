@@ -12,6 +12,7 @@ __all__ = [
     "GPUS_REQUESTED_SERIES",
     "GRID_SIGNAL_SERIES",
     "SERIES_PARAMS",
+    "SERVICE_REQUESTS_SERIES",
 ]
 
 # realized demand per region, GPU model and summary ('*': all models), for forecast error
@@ -120,6 +121,25 @@ WHERE ts >= {since:DateTime64(3)} AND ts < {until:DateTime64(3)}
 GROUP BY region, bucket
 ORDER BY region, bucket"""
 
+# a service's rate: each zone's mean report of a minute, summed over the zones reporting in it
+SERVICE_REQUESTS_SERIES = """\
+WITH per_zone AS (
+    SELECT service, zone, toStartOfMinute(ts) AS minute, avg(requests_per_s) AS rps
+    FROM service_load FINAL
+    WHERE ts >= {since:DateTime64(3)} AND ts < {until:DateTime64(3)}
+        AND {service:String} IN ('', service)
+    GROUP BY service, zone, minute
+), per_minute AS (
+    SELECT service, minute, sum(rps) AS rps FROM per_zone GROUP BY service, minute
+)
+SELECT service, '*' AS gpu_model,
+    toDateTime(intDiv(toUnixTimestamp(minute), {step_s:UInt32}) * {step_s:UInt32}, 'UTC')
+        AS bucket,
+    avg(rps) AS requests_per_s
+FROM per_minute
+GROUP BY service, bucket
+ORDER BY service, bucket"""
+
 FORECAST_SCORES = """\
 SELECT region, series, gpu_model, plan, model, horizon_steps,
     argMax(smape, ts) AS smape_pct,
@@ -172,6 +192,12 @@ SERIES_PARAMS: dict[str, dict[str, str]] = {
         "step_s": "3600",
         "region": "",
         "kind": "TRAINING",
+    },
+    "service_requests_series": {
+        "since": "2026-01-01 00:00:00",
+        "until": "2026-01-04 00:00:00",
+        "step_s": "60",
+        "service": "",
     },
     "grid_signal_series": {
         "since": "2026-01-01 00:00:00",

@@ -18,6 +18,7 @@ from infra.store.forecast_queries import (
     GPUS_REQUESTED_SERIES,
     GRID_SIGNAL_SERIES,
     SERIES_PARAMS,
+    SERVICE_REQUESTS_SERIES,
 )
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "QUERY_PARAMS",
     "QUEUE_WAIT_BY_PRIORITY",
     "QUEUE_WAIT_BY_TENANT_AND_CLASS",
+    "SERVICE_REQUESTS_SERIES",
     "UTILISATION_BY_REGION_MODEL",
 ]
 
@@ -248,6 +250,7 @@ QUERIES: dict[str, str] = {
     "gpus_in_use_series": GPUS_IN_USE_SERIES,
     "gpus_requested_series": GPUS_REQUESTED_SERIES,
     "grid_signal_series": GRID_SIGNAL_SERIES,
+    "service_requests_series": SERVICE_REQUESTS_SERIES,
     "job_epochs": JOB_EPOCHS,
 }
 

@@ -281,6 +281,7 @@ def _forecast(rec: Mapping[str, Any], ctx: RowContext) -> list[Row]:
         "series": rec.get("series", "gpus_in_use"),
         "plan": rec.get("plan", ""),
         "selected": bool(rec.get("selected", True)),
+        "service": rec.get("service", ""),  # v3: a service's rate names the service
     }
     return [row | {"issued_ts": timestamp_ms(rec["issued_ts"])} | v2]
 
@@ -319,6 +320,10 @@ CONVERTERS: dict[str, tuple[str, Converter]] = {
     ),
     "BandwidthQuota": ("bandwidth_quotas", _bandwidth),
     "DemandForecast": ("demand_forecasts", _forecast),
+    "ServiceLoad": (
+        "service_load",
+        _copy("service", "zone", "window_s", "requests_per_s", "p99_ms"),
+    ),
     "DeadLetter": ("dead_letters", _dead_letter),
 }
 

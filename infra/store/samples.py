@@ -23,6 +23,7 @@ __all__ = [
     "preemption",
     "region_summary",
     "routed_job",
+    "service_load",
 ]
 
 Record = dict[str, Any]
@@ -342,6 +343,7 @@ def demand_forecast(
     model: str = "HOLT_WINTERS",
     plan: str = "",
     selected: bool = True,
+    service: str = "",
 ) -> Record:
     return _head(issued_ts, None) | {
         "region": region,
@@ -356,4 +358,17 @@ def demand_forecast(
         "series": series,
         "plan": plan,
         "selected": selected,
+        "service": service,
+    }
+
+
+def service_load(
+    service: str, ts: int, rps: float, *, zone: str = "", window_s: int = 60
+) -> Record:
+    return _head(ts, None) | {
+        "service": service,
+        "window_s": window_s,
+        "requests_per_s": rps,
+        "p99_ms": None,
+        "zone": zone,
     }

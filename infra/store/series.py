@@ -14,6 +14,9 @@ series is also kept per GPU model for jobs placed on one; '*' counts every job.
 | inference_requests_per_s | INFERENCE jobs submitted per second | |
 | carbon_g_per_kwh | gCO2e/kWh (average) | GridSignal ('*' only) |
 | price_per_kwh | USD/kWh (average) | GridSignal ('*' only) |
+| service_requests_per_s | requests/s of a service, summed over its zones | ServiceLoad ('*' only) |
+
+A service's series is keyed by the service, not a region (`SeriesKind.by`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from infra.store import forecast_queries as Q
 from infra.store._client import QueryResult
 from infra.store.errors import StoreError
 
-__all__ = ["GRID_SERIES", "SERIES", "SeriesKind", "fetch_series"]
+__all__ = ["GRID_SERIES", "SERIES", "SERVICE_SERIES", "SeriesKind", "fetch_series"]
 
 Runner = Callable[[str, Mapping[str, Any]], QueryResult]
 
@@ -44,6 +47,7 @@ class SeriesKind:
     unit: str
     params: Mapping[str, str] = field(default_factory=dict)
     per_second: bool = False  # divide the bucket's value by step_s
+    by: str = "region"  # the column naming whose series it is: a region, or a service
 
 
 SERIES: dict[str, SeriesKind] = {
@@ -82,8 +86,17 @@ SERIES: dict[str, SeriesKind] = {
     "price_per_kwh": SeriesKind(
         "price_per_kwh", Q.GRID_SIGNAL_SERIES, "price_per_kwh", "interpolate", "USD/kWh"
     ),
+    "service_requests_per_s": SeriesKind(
+        "service_requests_per_s",
+        Q.SERVICE_REQUESTS_SERIES,
+        "requests_per_s",
+        "ffill",  # a silent minute holds the last rate, as the autoscaler's own history does
+        "requests/s",
+        by="service",
+    ),
 }
 GRID_SERIES = frozenset({"carbon_g_per_kwh", "price_per_kwh"})
+SERVICE_SERIES = frozenset(k for k, spec in SERIES.items() if spec.by == "service")
 
 
 def _ts(value: Any) -> float:
@@ -107,11 +120,14 @@ def fetch_series(
     until_s: int,
     step_s: int,
     region: str = "",
+    service: str = "",
 ) -> dict[tuple[str, str], Series]:
-    """(region, gpu_model) -> its series over [since_s, until_s) on the step's grid.
+    """(region, gpu_model) -> its series over [since_s, until_s) on the step's grid; for a
+    service's kind, (service, '*').
 
     `since_s` and `until_s` are rounded down to the grid; keys with no value at all in the
-    window are left out. `run(sql, params)` runs a query (the store, or the worker's page).
+    window are left out; `region` (`service`) '' reads every one. `run(sql, params)` runs a
+    query (the store, or the worker's page).
     """
     try:
         spec = SERIES[kind]
@@ -126,13 +142,13 @@ def fetch_series(
         "since": _sql_time(start),
         "until": _sql_time(end),
         "step_s": str(step_s),
-        "region": region,
+        **({"service": service} if spec.by == "service" else {"region": region}),
     }
     result = run(spec.query, params)
     rows: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for row in result.dicts():
         value = float(row[spec.column] or 0.0) / (step_s if spec.per_second else 1)
-        rows[(str(row["region"]), str(row["gpu_model"]))].append((_ts(row["bucket"]), value))
+        rows[(str(row[spec.by]), str(row["gpu_model"]))].append((_ts(row["bucket"]), value))
     out = {}
     for (reg, model), points in sorted(rows.items()):
         name = f"{kind}/{reg}/{model}"

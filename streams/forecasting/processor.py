@@ -7,7 +7,8 @@ handle): Holt-Winters, the LSTM and Prophet never touch the worker's event loop 
 history sink's thread, and the fitted models stay in the pool between runs.
 
 Every `forecast.interval_s`: for each plan (short / medium / long) and series kind, the
-series of every region (and GPU model, with `forecast.by_model`) are read on the plan's grid
+series of every region (and GPU model, with `forecast.by_model`), and under the service plan
+the request rate of every service (`service_requests_per_s`), are read on the plan's grid
 (the whole history window when the plan's refit is due, else the last few points), each is
 handed to its `LiveForecaster` in the pool (backtest + choose + refit when due, else update),
 and the chosen model's forecast and the seasonal-naive baseline are produced as
@@ -31,6 +32,7 @@ from forecast import (
     DEFAULT_PLANS,
     Outcome,
     Plan,
+    Series,
     SeriesTooShortError,
     season_length,
 )
@@ -39,7 +41,7 @@ from infra.config import Config
 from infra.kafka import producer as make_producer
 from infra.process import die_with_parent
 from infra.store import Store, StoreError
-from infra.store.series import GRID_SERIES, SERIES, fetch_series
+from infra.store.series import GRID_SERIES, SERIES, SERVICE_SERIES, fetch_series
 from infra.topics import FORECASTS_DEMAND
 from schemas import make_codec
 from streams.forecasting.records import MODEL_SYMBOLS, SeriesJob, forecast_records, score_rows
@@ -204,6 +206,8 @@ class ForecastProcessor:
             for kind in self.kinds:
                 if kind in GRID_SERIES and plan.step_s < 3600:
                     continue  # grid signals are planned by the hour, not every 5 minutes
+                if SERIES[kind].by != plan.subject:
+                    continue  # a service's rate has a plan of its own, and that plan only it
                 group, end = (plan.name, kind), now - now % plan.step_s
                 last = self._refit_at.get(group)
                 due = last is None or end - last >= plan.refit_s
@@ -219,10 +223,10 @@ class ForecastProcessor:
                 self._read_to[group] = end
                 if due and found:
                     refits[group] = end
-                for (region, gpu_model), series in found.items():
+                for (whose, gpu_model), series in found.items():
                     if gpu_model != "*" and not self.settings.by_model:
                         continue
-                    job = SeriesJob(kind, region, gpu_model, plan, series)
+                    job = _job(kind, plan, whose, gpu_model, series)
                     if due and len(series) < _min_points(plan):
                         report.waiting.append(job.key)  # not even the baseline fits yet
                         refits.pop(group, None)
@@ -292,11 +296,18 @@ class ForecastProcessor:
         if self._producer is None:
             self._producer = make_producer(self.config.kafka)
         for record in records:
-            key = f"{record['region']}/{record['gpu_model']}/{record['series']}".encode()
+            whose = record["service"] or f"{record['region']}/{record['gpu_model']}"
+            key = f"{whose}/{record['series']}".encode()
             value = self._codec.encode("DemandForecast", record, topic=FORECASTS_DEMAND)
             self._producer.produce(FORECASTS_DEMAND, value, key=key)
             self._producer.poll(0)
         self._producer.flush(10)
+
+
+def _job(kind: str, plan: Plan, whose: str, gpu_model: str, series: Series) -> SeriesJob:
+    if kind in SERVICE_SERIES:  # a service's rate, over every region and GPU model
+        return SeriesJob(kind, "*", "*", plan, series, service=whose)
+    return SeriesJob(kind, whose, gpu_model, plan, series)
 
 
 def _min_points(plan: Plan) -> int:

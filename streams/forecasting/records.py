@@ -26,17 +26,19 @@ MODEL_SYMBOLS = {  # registry name -> DemandForecast.model
 
 @dataclass(frozen=True, eq=False)
 class SeriesJob:
-    """One series under one plan."""
+    """One series under one plan: a region's (and GPU model's), or a service's."""
 
     kind: str
     region: str
     gpu_model: str
     plan: Plan
     series: Series
+    service: str = ""  # a service's request rate: region and gpu_model are '*'
 
     @property
     def key(self) -> str:
-        return f"{self.kind}/{self.region}/{self.gpu_model}/{self.plan.name}"
+        whose = f"{self.service}@{self.region}" if self.service else self.region
+        return f"{self.kind}/{whose}/{self.gpu_model}/{self.plan.name}"
 
 
 def forecast_records(job: SeriesJob, outcome: Outcome, level: float) -> list[dict[str, Any]]:
@@ -62,7 +64,7 @@ def forecast_record(
     return {
         "event_id": new_event_id(job.key, str(issued), model),
         "ts": now_ms(),
-        "schema": 2,
+        "schema": 3,
         "region": job.region,
         "gpu_model": job.gpu_model,
         "issued_ts": issued,
@@ -75,6 +77,7 @@ def forecast_record(
         "series": job.kind,
         "plan": job.plan.name,
         "selected": selected,
+        "service": job.service,
     }
 
 

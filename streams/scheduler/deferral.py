@@ -2,7 +2,8 @@
 
 `ForecastBook` reads `gpuflow.forecasts.demand` in a thread (a plain consumer on every
 partition, from `max_age_s` ago) and keeps the latest selected forecast per region, GPU model,
-series and plan. `ForecastUse` turns the book into the scheduler's two uses:
+series, plan and service (a service's request rate, for the autoscaler: `service_curve`).
+`ForecastUse` turns the book into the scheduler's two uses:
 
 * headroom per region (`scorer.headroom`): forecast training GPUs requested over the next
   window x 1.2 + forecast peak inference GPUs requested x 1.5, kept free of low-priority work;
@@ -32,9 +33,10 @@ from streams.base.outbox import now_ms
 
 __all__ = ["ForecastBook", "ForecastUse"]
 
-_Key = tuple[str, str, str, str]  # region, gpu_model, series, plan
+_Key = tuple[str, str, str, str, str]  # region, gpu_model, series, plan, service ('' for none)
 _HEADROOM_PLANS = ("short", "medium", "long")  # finest first: the next hour matters
 _GRID_PLANS = ("medium", "long", "short")
+_SERVICE_SERIES, _SERVICE_PLAN = "service_requests_per_s", "service"
 
 
 class ForecastBook(TopicFollower):
@@ -59,8 +61,14 @@ class ForecastBook(TopicFollower):
             record["gpu_model"],
             record.get("series", "gpus_in_use"),
             record.get("plan", ""),
+            record.get("service", ""),
         )
-        curve = ForecastCurve(int(record["issued_ts"]), int(record["step_s"]), record["points"])
+        curve = ForecastCurve(
+            int(record["issued_ts"]),
+            int(record["step_s"]),
+            record["points"],
+            str(record.get("model", "")),
+        )
         with self._lock:
             held = self._latest.get(key)
             if held is None or curve.issued_ms >= held.issued_ms:
@@ -73,10 +81,16 @@ class ForecastBook(TopicFollower):
         cutoff = self.clock() - self.max_age_ms
         with self._lock:
             for plan in plans:
-                curve = self._latest.get((region, gpu_model, series, plan))
+                curve = self._latest.get((region, gpu_model, series, plan, ""))
                 if curve is not None and curve.issued_ms >= cutoff:
                     return curve
         return None
+
+    def service_curve(self, service: str) -> ForecastCurve | None:
+        """The latest selected forecast of a service's request rate, however old (the
+        autoscaler judges its age)."""
+        with self._lock:
+            return self._latest.get(("*", "*", _SERVICE_SERIES, _SERVICE_PLAN, service))
 
     def start_offsets(self, c: Any, partitions: list[int]) -> list[TopicPartition]:
         """From `max_age_s` ago where the broker can say where that is, else the beginning."""

@@ -1,6 +1,7 @@
 """The streaming autoscaler (issue 33 part 3): per service, every `autoscale_s`, the live rate
-(`gpuflow.services.load`), a seasonal 15-minute forecast on the service's own per-minute
-history, and the replicas it has; `scorer.services.decide` says how many it needs.
+(`gpuflow.services.load`), a 15-minute forecast and the replicas it has; `scorer.services.decide`
+says how many it needs. The forecast is the forecast processor's (on the stored history) when
+issued within `forecast_max_age_ms`, else seasonal on the per-minute rates this worker heard.
 
 Replicas are jobs (`scorer.services.replica_job`): index n of service S is `svc-S-n`, its
 replacements `svc-S-n.g` (generation g). Their state is read from this worker's scheduler
@@ -19,13 +20,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from infra.servicespec import service_from_record
 from infra.topics import JOBS_CANCEL, JOBS_SUBMITTED, SERVICES_SCALING
 from schemas import timestamp_ms
 from schemas.registry import default_schemas
+from scorer.forecasts import ForecastCurve
 from scorer.services import (
     Action,
     Held,
@@ -38,14 +40,13 @@ from scorer.services import (
     plan_look,
     ready_after_s,
     replica_job,
-    seasonal_forecast,
     service_ms_on,
     service_pool,
     serving_of,
     warm_target,
 )
-from scorer.services.seasonal import WEEK_MIN
 from streams.base.outbox import Outgoing, new_event_id, outgoing
+from streams.services.load import HORIZON_MIN, ServiceBook
 from streams.services.replicas import Replica, job_record_of, replicas_of, zone_name
 
 if TYPE_CHECKING:
@@ -56,27 +57,8 @@ __all__ = ["Autoscaler", "ServiceBook"]
 
 log = logging.getLogger(__name__)
 
-HORIZON_MIN = 15
-_KEEP_MIN = WEEK_MIN + 2 * HORIZON_MIN
 _RETRY_MS = 30_000  # a replica rejected for want of room is sent again after this
-
-
-@dataclass
-class ServiceBook:
-    """What the autoscaler knows of one service."""
-
-    spec: ServiceSpec
-    state: ScaleState
-    partition: int = 0  # of the specs topic: the worker holding it scales the service
-    minutes: list[float] = field(default_factory=list)  # per-minute mean rate, oldest first
-    last_minute: int | None = None
-    minute_sum: float = 0.0
-    minute_n: int = 0
-    by_zone: dict[str, tuple[float, int]] = field(default_factory=dict)  # zone -> (rps, ts)
-    previous_rps: float | None = None
-    looks: int = 0
-    within_slo: int = 0
-    last: dict[str, Any] = field(default_factory=dict)  # the last decision, for the page
+IN_WORKER = "in-worker seasonal"  # the forecast's source when the processor's is not fresh
 
 
 class Autoscaler:
@@ -89,8 +71,12 @@ class Autoscaler:
         stale: Callable[[], set[str]],
         signer: Signer | None = None,
         owned: Callable[[int], bool] = lambda _: True,
+        forecasts: Callable[[str], ForecastCurve | None] = lambda _: None,
+        forecast_max_age_ms: int = 420_000,
     ) -> None:
         self.s = scheduler
+        self.forecasts = forecasts  # service -> the forecast processor's latest forecast
+        self.forecast_max_age_ms = forecast_max_age_ms
         self.stale = stale  # the fleet's stale node ids, now
         self.signer = signer
         self.owned = owned  # whether this worker holds a partition of the specs topic
@@ -122,30 +108,19 @@ class Autoscaler:
 
     def on_load(self, record: Mapping[str, Any]) -> None:
         book = self.books.get(str(record["service"]))
-        if book is None:
-            return
-        rps, ts = max(0.0, float(record["requests_per_s"])), timestamp_ms(record["ts"])
-        book.by_zone[str(record.get("zone") or "")] = (rps, ts)
-        total = self.observed(book, ts)
-        minute = ts // 60_000
-        if book.last_minute is not None and minute > book.last_minute:
-            mean = book.minute_sum / max(1, book.minute_n)
-            gap = min(minute - book.last_minute, _KEEP_MIN)
-            book.minutes.extend([mean] * gap)  # a silent minute holds the last rate
-            del book.minutes[:-_KEEP_MIN]
-            book.minute_sum, book.minute_n = 0.0, 0
-        book.last_minute = minute if book.last_minute is None else max(book.last_minute, minute)
-        book.minute_sum += total
-        book.minute_n += 1
+        if book is not None:
+            rps, ts = max(0.0, float(record["requests_per_s"])), timestamp_ms(record["ts"])
+            book.hear(str(record.get("zone") or ""), rps, ts)
 
-    @staticmethod
-    def observed(book: ServiceBook, now_ms: int, max_age_ms: int = 60_000) -> float:
-        """The rate now: the sum of each zone's last report, those under a minute old."""
-        return sum(r for r, ts in book.by_zone.values() if now_ms - ts <= max_age_ms)
-
-    def forecast(self, book: ServiceBook, now_rps: float) -> list[float]:
-        history = [*book.minutes, now_rps]  # the minute under way counts at its rate now
-        return [float(x) for x in seasonal_forecast(history, HORIZON_MIN)]
+    def forecast(self, book: ServiceBook, now_rps: float, now_ms: int) -> tuple[list[float], str]:
+        """Per-minute rates from the minute under way, and their source: the processor's
+        forecast (its steps from now on) when fresh, else the in-worker seasonal one."""
+        curve = self.forecasts(book.spec.name)
+        if curve is not None and -60_000 <= now_ms - curve.issued_ms <= self.forecast_max_age_ms:
+            ahead = curve.values(now_ms, now_ms + HORIZON_MIN * 60_000)
+            if len(ahead):
+                return [float(x) for x in ahead], f"forecast processor, model {curve.model}"
+        return book.seasonal(now_rps, HORIZON_MIN), IN_WORKER
 
     # ---- one look -----------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Outgoing]:
@@ -165,8 +140,8 @@ class Autoscaler:
         replicas = replicas_of(self.s, spec.name, self.stale(), self.sent_at, now_ms)
         allowed = _allowed(spec, rooms)
         pool = service_pool(spec, [rooms[z][2] for z in allowed if z in rooms])
-        rps = self.observed(book, now_ms)
-        ahead = self.forecast(book, rps)
+        rps = book.observed(now_ms)
+        ahead, source = self.forecast(book, rps, now_ms)
         before = book.state.replicas
         decision, book.state = decide(
             spec, pool, book.state, rps, ahead, now_ms / 1000.0, book.previous_rps
@@ -195,9 +170,10 @@ class Autoscaler:
             "grants": [{"tier": g.tier.value, "zone": g.zone, "replicas": g.count}
                        for g in look.grants],
             "stopped": stopped, "degrade_mode": spec.degrade if look.degraded else "",
-            "reason": decision.reason + f"; {live} live of {look.wanted} wanted",
+            "reason": decision.reason + f"; {live} live of {look.wanted} wanted"
+                      f"; forecast: {source}",
         }  # fmt: skip
-        book.last = {**record, "replicas": [
+        book.last = {**record, "forecast_source": source, "replicas": [
             {**r.view(), "role": "serving" if r.index < serving else "standby"}
             for r in replicas if r.latest
         ]}  # fmt: skip
@@ -337,6 +313,7 @@ class Autoscaler:
                 "history_minutes": len(book.minutes),
                 "slo_attainment": book.within_slo / book.looks if book.looks else None,
                 "looks": book.looks,
+                "forecast_source": book.last.get("forecast_source"),
                 "last": book.last,
             }
         return {"services": out}

@@ -56,8 +56,15 @@ def register_services(app: faust.App, rt: Runtime, topics: dict[str, Any]) -> Au
             return TP(SERVICES_SPECS, partition) in app.assignor.assigned_actives()
         return False
 
+    book = rt.scheduler.forecasts.book if rt.scheduler.forecasts is not None else None
     scaler = Autoscaler(
-        rt.scheduler, stale=lambda: rt.fleet.stale, signer=signer(rt.config.auth), owned=owned
+        rt.scheduler,
+        stale=lambda: rt.fleet.stale,
+        signer=signer(rt.config.auth),
+        owned=owned,
+        # the forecast processor's forecasts of services, read with the worker's other forecasts
+        forecasts=book.service_curve if book is not None else lambda _: None,
+        forecast_max_age_ms=int(rt.config.forecast.service_max_age_s * 1000),
     )
     rt.autoscaler = scaler
     loaded = asyncio.Event()

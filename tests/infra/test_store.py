@@ -26,7 +26,7 @@ NOW = int(time.time() * 1000)
 
 def test_migrations_are_recorded_and_idempotent(store: Store) -> None:
     versions = {m.version for m in load_migrations()}
-    assert applied_versions(store) == versions == {1, 2, 3, 11, 13, 32}
+    assert applied_versions(store) == versions == {1, 2, 3, 11, 13, 32, 33}
     assert apply_migrations(store) == []  # second start: nothing to do
     assert apply_migrations(store) == []
     rows = store.query("SELECT version, name FROM schema_migrations FINAL ORDER BY version")
@@ -37,6 +37,7 @@ def test_migrations_are_recorded_and_idempotent(store: Store) -> None:
         (11, "tenancy"),
         (13, "network"),
         (32, "job_epochs"),
+        (33, "service_load"),
     )
 
 
@@ -57,6 +58,7 @@ def test_every_event_converts_and_inserts(store: Store) -> None:
         "NodeAdvisory": S.node_advisory("n1", "eu", NOW),
         "BandwidthQuota": S.bandwidth_quota("j1", "eu>us", NOW),
         "DemandForecast": S.demand_forecast("eu", "H100", NOW, 60, [1.0]),
+        "ServiceLoad": S.service_load("chat", NOW, 12.5, zone="eu/a"),
     }
     ctx = RowContext()
     for event, rec in records.items():
@@ -67,6 +69,8 @@ def test_every_event_converts_and_inserts(store: Store) -> None:
     assert got.rows == (("H100", 0, 10.0), ("H100", 1, 90.0))  # model from the inventory
     dec = store.query("SELECT nodes, node_count, queue_wait_ms FROM placement_decisions")
     assert dec.rows == ((["n1"], 1, 5),)
+    load = store.query("SELECT service, zone, window_s, requests_per_s, p99_ms FROM service_load")
+    assert load.rows == (("chat", "eu/a", 60, 12.5, None),)
 
 
 def test_ready_queries_run_on_the_schema(store: Store) -> None:

@@ -232,7 +232,7 @@ def test_older_versions_are_readable_never_written() -> None:
             older = SchemaSet()
             older.add(old)
             record = {"event_id": "e1", "ts": 1_700_000_000_000, "schema": 1}
-            if name == "DemandForecast":  # v1 -> v2 added series, plan, selected
+            if name == "DemandForecast":  # v2 added series, plan, selected; v3 service
                 record |= {
                     "region": "eu",
                     "gpu_model": "*",
@@ -254,3 +254,4 @@ def test_older_versions_are_readable_never_written() -> None:
                     "",
                     True,
                 )
+                assert decoded["service"] == ""  # a region's series, as before v3
