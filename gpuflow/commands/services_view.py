@@ -36,6 +36,12 @@ def _zones(replicas: list[Mapping[str, Any]]) -> str:
     return ", ".join(f"{z}: {n} {role}" for (z, role), n in sorted(counts.items())) or "-"
 
 
+def _source(last: Mapping[str, Any]) -> str:
+    """Where the forecast came from, short: the processor's model, or the in-worker one."""
+    source = str(last.get("forecast_source") or "")
+    return source.replace("forecast processor, model ", "processor ") or "?"
+
+
 def render_services(view: Mapping[str, Any]) -> Table:
     table = Table(
         "service", "serving", "replicas by zone", "load rps", "forecast rps", "SLO met",
@@ -50,7 +56,7 @@ def render_services(view: Mapping[str, Any]) -> Table:
             f"{s['serving_target']} ({s['min_replicas']}..{s['max_replicas']})",
             _zones(list(last.get("replicas") or ())),
             f"{last['observed_rps']:.1f}" if last else "-",
-            f"{last['forecast_rps']:.1f}" if last else "-",
+            f"{last['forecast_rps']:.1f} ({_source(last)})" if last else "-",
             f"{100 * met:.1f} % of {s['looks']} looks" if met is not None else "-",
             f"{last['action']}{' (' + grants + ')' if grants else ''}: {last['reason']}"
             if last

@@ -165,10 +165,12 @@ def test_restart_submits_nothing_twice_and_a_stale_zones_replica_moves(
     run, _ = stack
     assert wait_for(lambda: _settled(run, 2), 90), (_page(run), run.worker.log_tail(3000))
     w = run.config.worker
-    shown = CliRunner().invoke(app, ["services", "--url", f"http://{w.web_host}:{w.web_port}"])
+    url = f"http://{w.web_host}:{w.web_port}"
+    shown = CliRunner().invoke(app, ["services", "--url", url], env={"COLUMNS": "250"})
     assert shown.exit_code == 0 and "chat" in shown.output and "serving" in shown.output, (
         shown.output
     )
+    assert "(in-worker seasonal)" in shown.output, shown.output  # no processor in this stack
     run.worker.stop()  # a restarted worker reads the services again and finds its replicas
     run.restart_worker()
     assert wait_for(lambda: _settled(run, 2) and _page(run)["looks"] >= 2, 90), _page(run)
