@@ -171,8 +171,8 @@ def fmt(v: float | None) -> str:
         return "—"
     if abs(v) >= 100:
         return f"{v:,.0f}"
-    if abs(v) >= 10:
-        return f"{v:.1f}"
+    if abs(v) >= 10:  # more digits where one would round up to 100 (99.955 % is not 100.0 %)
+        return next(t for d in (1, 2, 3, 4) if abs(float(t := f"{v:.{d}f}")) < 100 or d == 4)
     if abs(v) >= 1:
         return f"{v:.2f}"
     return f"{v:.3g}"

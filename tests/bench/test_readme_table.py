@@ -11,9 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench._tools import table
 from bench._tools.registry import BENCHES, select
-from bench._tools.runner import moved, value
+from bench._tools.runner import fmt, moved, value
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
@@ -82,3 +84,11 @@ def test_python_m_bench_table_check_agrees() -> None:
         text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("v", "text"),
+    [(99.955, "99.95"), (99.9999, "99.9999"), (42.55, "42.5"), (1234.5, "1,234"), (0.5, "0.5")],
+)
+def test_a_figure_just_under_100_is_not_shown_as_100(v: float, text: str) -> None:
+    assert fmt(v) == text  # 99.955 % of minutes within SLO read "100.0 %" in the table
