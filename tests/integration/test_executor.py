@@ -31,6 +31,8 @@ PY = sys.executable
 @pytest.fixture
 def stack(config: Config, tmp_path: Path) -> Iterator[tuple[Running, list[ExecutorNode]]]:
     with executor_stack(config, tmp_path, "exec") as started:
+        # a job submitted before the worker knows the nodes is REJECTED (no L4 in us-east)
+        assert wait_for(lambda: _free_l4(started[0]) >= 2, 60), "the nodes' GPUs never showed"
         yield started
 
 
@@ -145,7 +147,6 @@ def test_gpuflow_cancel_of_a_running_job_end_to_end(
     group -> CANCELLED with the exit status -> the worker frees the GPU (issue 31 item 4)."""
     run, _ = stack
     events = events_reader(run.config)
-    assert wait_for(lambda: _free_l4(run) >= 2, 60), "the executor nodes' GPUs never showed"
     free = _free_l4(run)
     job = submit(run.config, command=["sh", "-c", "sleep 120 & sleep 120; wait"])
     pid = wait_event(events, job, "STARTED", 60)["pid"]
