@@ -69,6 +69,9 @@ def test_a_preempted_counting_job_resumes_elsewhere_and_counts_each_step_once(
                 run.config,
                 tenant="research",
                 priority_class="urgent-training",
+                # not a victim: the cheapest victim is the one with the least unsaved work, and
+                # a filler that has just started had less than the counting job at times
+                preemptible=False,
                 command=[PY, "-c", "import time; time.sleep(3)"],
             )
             wait_event(events, filler, "STARTED", 30)
