@@ -1,6 +1,6 @@
 """The node executor under load: real processes on 8 local executor nodes.
 
-    nice -n 5 python bench/executor.py [--nodes 8] [--rate 20] [--seconds 60] [--cancels 40]
+    python -m bench.executor [--nodes 8] [--rate 20] [--seconds 60] [--cancels 40]
 
 Starts the embedded broker and one worker, `--nodes` executor nodes (`gpuflow agent --execute
 --simulate`, 8 L4s each, in us-east: the only GPUs in the run), submits `sleep 1` jobs at

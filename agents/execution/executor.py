@@ -93,7 +93,7 @@ class NodeExecutor:
             self._recover()
             log.info("executor started nodes=%s", ",".join(self.settings.node_ids))
             while not stop.is_set():
-                for msg in c.consume(500, timeout=self.settings.tick_s):
+                for msg in _receive(c, self.settings.tick_s):
                     if not msg.error():
                         self._on_message(msg)
                 self.step()
@@ -354,6 +354,19 @@ class NodeExecutor:
     def _send_log(self, record: dict[str, Any]) -> None:
         value = self.codec.encode("JobLog", record, topic=JOBS_LOGS)
         self._p.produce(JOBS_LOGS, key=record["job_id"].encode(), value=value)
+
+
+def _receive(c: Any, wait_s: float, most: int = 500) -> list[Any]:
+    """The records that have arrived, waiting up to `wait_s` only while none has: librdkafka's
+    `consume(n, timeout)` returns early only once it has `n` records, so it held every
+    placement for the rest of its timeout (25 ms on average at a 50 ms tick)."""
+    records = c.consume(most, timeout=0)
+    if records:
+        return list(records)
+    first = c.poll(wait_s)
+    if first is None:
+        return []
+    return [first, *c.consume(most - 1, timeout=0)]
 
 
 def _marker(runner: TaskRunner, mark: str) -> Any:

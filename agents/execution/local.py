@@ -30,6 +30,7 @@ class ExecutorNode:
         grace_s: float = 5.0,
     ) -> None:
         self.config, self.node_id, self.root = config, node_id, root
+        self.gpus = gpus
         self.args = [
             sys.executable,
             "-m",

@@ -25,6 +25,8 @@ def build_task(
         seconds = float(d.get("expected_duration_s") or spec.get("expected_duration_s") or 1)
         command = [
             sys.executable,
+            "-I",  # a bare interpreter (no site, no environment): 11 ms of CPU a start, not 26
+            "-S",
             "-c",
             "import sys,time; time.sleep(float(sys.argv[1]))",
             f"{seconds:.3f}",

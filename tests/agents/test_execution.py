@@ -4,6 +4,7 @@ runner over real processes and the journal, the log shipper's bound, time-limit 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from agents.execution.driver import RawProcessDriver, group_alive
 from agents.execution.envvars import job_env, visible_devices_env
 from agents.execution.journal import Journal
 from agents.execution.logs import LogLimits, LogShipper
+from agents.execution.placed import build_task
 from agents.execution.task import PROGRESS_FILE, State, TaskRunner, Timing
 from infra.durations import parse_time_limit
 
@@ -159,6 +161,26 @@ def test_an_eviction_signals_waits_for_the_checkpoint_then_reports_its_progress(
     assert time.monotonic() - started < 5  # the checkpoint, not the 20 s grace, ended the wait
     assert [e["type"] for e in events] == ["CHECKPOINTED", "EVICTED"]
     assert events[-1]["progress"] == pytest.approx(0.4) and events[-1]["exit_code"] == -15
+
+
+def test_a_job_without_a_command_waits_its_duration_in_a_bare_interpreter(tmp_path: Path) -> None:
+    """The twin's kind of job, one per placement: no site or environment to load at its start."""
+    placed = {
+        "job_id": "twin-1",
+        "region": "us-east",
+        "expected_duration_s": 0.3,
+        "assignments": [{"node_id": "n1", "gpu_indices": [0]}],
+    }
+    command = build_task(placed, placed["assignments"][0], {"job_id": "twin-1"}, tmp_path)[
+        "command"
+    ]
+    started = time.monotonic()
+    subprocess.run(command, check=True, timeout=10)
+    assert 0.3 <= time.monotonic() - started < 5
+    interpreter = command[: command.index("-c")]
+    code = "import sys; print(sys.flags.isolated, sys.flags.no_site, 'site' in sys.modules)"
+    shown = subprocess.run([*interpreter, "-c", code], capture_output=True, check=True, timeout=10)
+    assert shown.stdout.split() == [b"1", b"1", b"False"]
 
 
 def test_the_journal_claims_an_epoch_once(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 from harness import CODEC, Running, TopicReader, run_stack, wait_for
 
 from agents.execution.local import ExecutorNode
@@ -18,7 +19,8 @@ from infra.kafka import producer
 from infra.topics import JOBS_EVENTS, JOBS_SUBMITTED
 
 __all__ = [
-    "ExecutorNode", "ended", "events_of", "events_reader", "executor_stack", "submit", "wait_event",
+    "ExecutorNode", "ended", "events_of", "events_reader", "executor_stack", "free_l4", "submit",
+    "wait_event", "wait_for_nodes",
 ]  # fmt: skip
 
 ENDS = ("FINISHED", "FAILED", "EVICTED", "TIMEOUT", "CANCELLED")
@@ -36,10 +38,30 @@ def executor_stack(
             for i in range(nodes):
                 name = f"{prefix}-{i}-{uuid.uuid4().hex[:4]}"
                 started.append(ExecutorNode(run.config, name, root).start())
+            wait_for_nodes(run, started)
             yield run, started
         finally:
             for node in started:
                 node.stop()
+
+
+def free_l4(run: Running) -> float:
+    """Free L4 GPUs in us-east as the worker counts them (-1 while its page is not up)."""
+    url = f"http://{run.config.worker.web_host}:{run.config.worker.web_port}/state/"
+    try:
+        regions = httpx.get(url, timeout=5).json()["regions"]
+    except (httpx.HTTPError, ValueError):
+        return -1.0
+    return float(regions.get("us-east", {}).get("free_gpus", {}).get("L4", 0))
+
+
+def wait_for_nodes(run: Running, nodes: list[ExecutorNode], timeout_s: float = 60.0) -> None:
+    """Until the worker counts every node's GPUs: a job submitted before it knows them is
+    REJECTED (no L4 in us-east), so a test that submits at once failed in most runs."""
+    want = sum(n.gpus for n in nodes)
+    assert wait_for(lambda: free_l4(run) >= want, timeout_s), (
+        f"the worker never counted {want} free L4s: {free_l4(run)}"
+    )
 
 
 def submit(config: Config, **spec: Any) -> str:

@@ -12,9 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from executor_nodes import ExecutorNode, ended, events_reader, executor_stack, submit, wait_event
+from executor_nodes import (
+    ExecutorNode,
+    ended,
+    events_reader,
+    executor_stack,
+    free_l4,
+    submit,
+    wait_event,
+)
 from harness import CODEC, Running, TopicReader, wait_for
 from typer.testing import CliRunner
 
@@ -129,15 +136,6 @@ def test_cancel_stops_the_process_group_and_busy_gpus_are_refused(
     decisions.close()
 
 
-def _free_l4(run: Running) -> float:
-    url = f"http://{run.config.worker.web_host}:{run.config.worker.web_port}/state/"
-    try:
-        regions = httpx.get(url, timeout=5).json()["regions"]
-    except (httpx.HTTPError, ValueError):
-        return -1.0  # the worker's page is not up yet
-    return float(regions.get("us-east", {}).get("free_gpus", {}).get("L4", 0))
-
-
 def test_gpuflow_cancel_of_a_running_job_end_to_end(
     stack: tuple[Running, list[ExecutorNode]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -145,12 +143,11 @@ def test_gpuflow_cancel_of_a_running_job_end_to_end(
     group -> CANCELLED with the exit status -> the worker frees the GPU (issue 31 item 4)."""
     run, _ = stack
     events = events_reader(run.config)
-    assert wait_for(lambda: _free_l4(run) >= 2, 60), "the executor nodes' GPUs never showed"
-    free = _free_l4(run)
+    free = free_l4(run)
     job = submit(run.config, command=["sh", "-c", "sleep 120 & sleep 120; wait"])
     pid = wait_event(events, job, "STARTED", 60)["pid"]
     assert group_alive(pid)
-    assert wait_for(lambda: _free_l4(run) == free - 1, 30)
+    assert wait_for(lambda: free_l4(run) == free - 1, 30)
     monkeypatch.setenv("GPUFLOW_KAFKA_BOOTSTRAP_SERVERS", run.config.kafka.bootstrap_servers)
     url = f"http://{run.config.worker.web_host}:{run.config.worker.web_port}"
     out = CliRunner().invoke(app, ["cancel", job, "--reason", "e2e", "--url", url])
@@ -159,7 +156,7 @@ def test_gpuflow_cancel_of_a_running_job_end_to_end(
     # the executor's own report (the worker's fallback after the grace carries no exit status)
     assert cancelled["exit_code"] is not None and cancelled["exit_code"] < 0, cancelled
     assert wait_for(lambda: not group_alive(pid), 10), "the cancelled job's group lives on"
-    assert wait_for(lambda: _free_l4(run) == free, 30), "the GPU did not come back"
+    assert wait_for(lambda: free_l4(run) == free, 30), "the GPU did not come back"
     view = CliRunner().invoke(app, ["jobs", "--state", "CANCELLED", "--json", "--url", url])
     assert job in [j["job_id"] for j in json.loads(view.output)["jobs"]], view.output
     assert [e["type"] for e in ended(events, job)] == ["CANCELLED"]

@@ -12,7 +12,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from executor_nodes import ExecutorNode, ended, events_of, events_reader, submit, wait_event
+from executor_nodes import (
+    ExecutorNode,
+    ended,
+    events_of,
+    events_reader,
+    submit,
+    wait_event,
+    wait_for_nodes,
+)
 from harness import run_stack
 
 from infra.config import Config
@@ -36,6 +44,7 @@ def test_a_preempted_counting_job_resumes_elsewhere_and_counts_each_step_once(
         ]
         events = events_reader(run.config)
         try:
+            wait_for_nodes(run, nodes)
             counting = submit(
                 run.config,
                 tenant="research",
@@ -60,6 +69,9 @@ def test_a_preempted_counting_job_resumes_elsewhere_and_counts_each_step_once(
                 run.config,
                 tenant="research",
                 priority_class="urgent-training",
+                # not a victim: the cheapest victim is the one with the least unsaved work, and
+                # a filler that has just started had less than the counting job at times
+                preemptible=False,
                 command=[PY, "-c", "import time; time.sleep(3)"],
             )
             wait_event(events, filler, "STARTED", 30)
@@ -93,6 +105,7 @@ def test_an_executor_killed_and_restarted_runs_nothing_twice_and_reports_every_e
         node = ExecutorNode(run.config, f"crash-{uuid.uuid4().hex[:4]}", tmp_path).start()
         events = events_reader(run.config)
         try:
+            wait_for_nodes(run, [node])
 
             def job(seconds: float) -> str:
                 code = (
