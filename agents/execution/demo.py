@@ -10,10 +10,11 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 from confluent_kafka import OFFSET_END, TopicPartition
 
 from agents.execution.local import ExecutorNode
@@ -93,10 +94,37 @@ def _story_jobs(region: str, tag: str) -> tuple[dict[str, Any], dict[str, Any], 
     return example, filler, urgent
 
 
+def local_gpus_known(pages: Sequence[str], region: str) -> int:
+    """The local model's GPUs in `region` that the workers count (their `/state/` pages)."""
+    known = 0
+    for url in pages:
+        try:
+            regions = httpx.get(url, timeout=5).json()["regions"]
+        except (httpx.HTTPError, ValueError, KeyError):
+            continue
+        known += int(regions.get(region, {}).get("total_gpus", {}).get(LOCAL_MODEL, 0))
+    return known
+
+
 def run_story(
-    config: Config, region: str, say: Callable[[str], None], stop: threading.Event
+    config: Config,
+    region: str,
+    say: Callable[[str], None],
+    stop: threading.Event,
+    *,
+    pages: Sequence[str] = (),
+    local_gpus: int = 0,
+    wait_s: float = 60.0,
 ) -> None:
-    """Submit the example, then the jobs that preempt it; narrate its events."""
+    """Once the workers (`pages`: their /state/ URLs) count the local nodes' GPUs, submit the
+    example, then the jobs that preempt it; narrate its events. Submitted before, the example
+    would be REJECTED: no L4 in the region yet."""
+    deadline = time.monotonic() + wait_s
+    while local_gpus_known(pages, region) < local_gpus and not stop.is_set():
+        if time.monotonic() > deadline:
+            say(f"example: the worker did not count the local {LOCAL_MODEL}s in {wait_s:.0f}s")
+            break
+        stop.wait(0.5)
     tag = uuid.uuid4().hex[:4]
     example, filler, urgent = _story_jobs(region, tag)
     codec = make_codec(config.kafka.schema_registry_url or None)

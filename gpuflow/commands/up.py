@@ -159,7 +159,9 @@ def _start_local(cfg: Any, regions: list[str], n: int, console: Console, stack: 
     def say(line: str) -> None:
         console.print(f"[bold magenta]{line}[/bold magenta]", highlight=False)
 
-    stack.spawn("story", run_story, cfg, region, say)
+    pages = [f"http://{w.config.worker.web_host}:{w.config.worker.web_port}/state/"
+             for w in stack.workers]  # fmt: skip
+    stack.spawn("story", run_story, cfg, region, say, pages=pages, local_gpus=n)
     return nodes
 
 
