@@ -284,7 +284,7 @@ def fragmentation(profile: Profile, mix: MixClasses) -> np.ndarray:
     if shares.size:
         cols = mix.columns[shares]
         usable = p.total[:, None] - p.below[:, cols]
-        out -= ((p.atleast[:, cols] > 0) * usable) @ mix.p[shares]
+        out -= _row_dot((p.atleast[:, cols] > 0) * usable, mix.p[shares])
     limited = mix.host_limited(p)
     if limited.size:  # host refuses some classes on these nodes: take back what they counted
         fits_gpu = np.where(
@@ -296,8 +296,15 @@ def fragmentation(profile: Profile, mix: MixClasses) -> np.ndarray:
             ~p.mem_declared[limited, None] | (p.memory[limited, None] >= mix.memory[None, :])
         )
         usable = p.total[limited, None] - p.below[limited][:, mix.columns]
-        out[limited] += (fits_gpu & ~host) * usable @ mix.p
+        out[limited] += _row_dot((fits_gpu & ~host) * usable, mix.p)
     return out
+
+
+def _row_dot(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """`m @ v`, each row summed in one fixed order: BLAS's sum for a row depends on where the
+    row lies in memory, so two identical nodes could differ in the last bit (and a tie go to
+    the later one), and a node's figure with the other nodes computed beside it."""
+    return (m * v).sum(axis=1)
 
 
 def region_fragmentation(state: ClusterState, region: str, mix: MixClasses) -> float:

@@ -33,6 +33,7 @@ __all__ = ["NAME", "FgdScore", "expected_fragmentation", "share_growth"]
 
 NAME = "fgd"
 _NO_FIT = np.inf
+_CODE = 2 * FULL  # node x _CODE + free milli (0..1000): one code per (node, free)
 
 
 class FgdScore:
@@ -110,17 +111,21 @@ def _score(
 def share_growth(
     s: ClusterState, slots: np.ndarray, job: JobSpec, classes: MixClasses, now: np.ndarray
 ) -> np.ndarray:
-    """Nodes x GPUs: fragmentation growth if the share goes to that GPU (inf: it does not fit)."""
-    before = Profile.of_state(s, slots)
+    """Nodes x GPUs: fragmentation growth if the share goes to that GPU (inf: it does not fit).
+
+    The growth depends on the node and the GPU's free milli only, so each (node, free milli)
+    the share fits is one row of a single pass (an idle node's GPUs are one row, not eight);
+    each row's arithmetic is its own, so the figures equal those of a pass per GPU."""
     free = np.where(s.gpu_exists[slots] & s.gpu_ok[slots], s.free_milli[slots], -1)
     out = np.full(free.shape, _NO_FIT)
-    for g in range(free.shape[1]):
-        fits = free[:, g] >= job.gpu_milli
-        if not fits.any():
-            continue
-        x = np.where(fits, free[:, g], job.gpu_milli)
-        after = before.taking_share(x, job.gpu_milli, job.cpu_milli, job.memory_mib)
-        out[:, g] = np.where(fits, fragmentation(after, classes) - now, _NO_FIT)
+    node, gpu = np.nonzero(free >= job.gpu_milli)
+    if node.size:
+        pairs, which = np.unique(node * _CODE + free[node, gpu], return_inverse=True)
+        at, x = np.divmod(pairs, _CODE)
+        after = Profile.of_state(s, slots[at]).taking_share(
+            x, job.gpu_milli, job.cpu_milli, job.memory_mib
+        )
+        out[node, gpu] = (fragmentation(after, classes) - now[at])[which]
     return out
 
 
