@@ -92,26 +92,33 @@ def _score(
     part: np.ndarray,
     m: int,
     classes: MixClasses,
+    before: Profile,
     now: np.ndarray,
 ) -> np.ndarray:
-    """The score on each node of `part` (nodes of GPU model `m`, whose mix is `classes` and
-    fragmentation now `now`)."""
+    """The score on each node of `part` (nodes of GPU model `m`, whose mix is `classes`,
+    profile `before` and fragmentation now `now`)."""
     s, job = ctx.state, ctx.job
     if ctx.fractional:
-        grown = share_growth(s, part, job, classes, now).min(axis=1)
+        grown = share_growth(s, part, job, classes, now, before).min(axis=1)
         requested = np.full(part.shape[0], float(job.gpu_milli))
     else:
         k = np.broadcast_to(np.asarray(ctx.gpus_taken(part)), (part.shape[0],))
-        taken = Profile.of_state(s, part).taking_whole(k, job.cpu_milli, job.memory_mib)
+        taken = before.taking_whole(k, job.cpu_milli, job.memory_mib)
         grown, requested = fragmentation(taken, classes) - now, (k * FULL).astype(float)
     # the tasks that may not use this model count all its free GPU here as fragment
     return growth_score(grown - views[m][1] * requested, requested)
 
 
 def share_growth(
-    s: ClusterState, slots: np.ndarray, job: JobSpec, classes: MixClasses, now: np.ndarray
+    s: ClusterState,
+    slots: np.ndarray,
+    job: JobSpec,
+    classes: MixClasses,
+    now: np.ndarray,
+    before: Profile | None = None,
 ) -> np.ndarray:
-    """Nodes x GPUs: fragmentation growth if the share goes to that GPU (inf: it does not fit).
+    """Nodes x GPUs: fragmentation growth if the share goes to that GPU (inf: it does not fit);
+    `before`: the nodes' profile, when read already.
 
     The growth depends on the node and the GPU's free milli only, so each (node, free milli)
     the share fits is one row of a single pass (an idle node's GPUs are one row, not eight);
@@ -122,9 +129,8 @@ def share_growth(
     if node.size:
         pairs, which = np.unique(node * _CODE + free[node, gpu], return_inverse=True)
         at, x = np.divmod(pairs, _CODE)
-        after = Profile.of_state(s, slots[at]).taking_share(
-            x, job.gpu_milli, job.cpu_milli, job.memory_mib
-        )
+        rows = Profile.of_state(s, slots[at]) if before is None else before.take(at)
+        after = rows.taking_share(x, job.gpu_milli, job.cpu_milli, job.memory_mib)
         out[node, gpu] = (fragmentation(after, classes) - now[at])[which]
     return out
 
