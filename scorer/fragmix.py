@@ -247,13 +247,14 @@ class Profile:
             none,
         )
 
-    def taking_whole(self, k: np.ndarray, cpu: int, memory: int) -> Profile:
-        """After `k` whole GPUs (per node) and host resources are taken."""
+    def taking_whole(self, k: np.ndarray | int, cpu: int, memory: int) -> Profile:
+        """After `k` whole GPUs (per node, or one number for all) and host resources are
+        taken."""
         return Profile(
             self.whole - k,
             self.total - FULL * k,
             self.below,
-            self.atleast - k[:, None],
+            self.atleast - (k[:, None] if isinstance(k, np.ndarray) else k),
             self.cpu - cpu,
             self.memory - memory,
             self.cpu_declared,

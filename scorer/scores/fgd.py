@@ -100,11 +100,12 @@ def _score(
     s, job = ctx.state, ctx.job
     if ctx.fractional:
         grown = share_growth(s, part, job, classes, now, before).min(axis=1)
-        requested = np.full(part.shape[0], float(job.gpu_milli))
+        requested: np.ndarray | float = float(job.gpu_milli)
     else:
-        k = np.broadcast_to(np.asarray(ctx.gpus_taken(part)), (part.shape[0],))
+        k = ctx.gpus_taken(part)  # one number for all unless spread
         taken = before.taking_whole(k, job.cpu_milli, job.memory_mib)
-        grown, requested = fragmentation(taken, classes) - now, (k * FULL).astype(float)
+        grown = fragmentation(taken, classes) - now
+        requested = (k * FULL).astype(float) if isinstance(k, np.ndarray) else float(k * FULL)
     # the tasks that may not use this model count all its free GPU here as fragment
     return growth_score(grown - views[m][1] * requested, requested)
 
