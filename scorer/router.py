@@ -72,8 +72,11 @@ def _option(
     throughput: ThroughputModel,
     penalties: Mapping[str, float],
     keep_free: int = 0,
+    need: int | None = None,
 ) -> RegionOption | None:
-    need, best = memory_need_mib(job), None
+    """The region's best model for the job; `need`: its per-GPU memory need when known
+    (`memory_need_mib`, the same in every region)."""
+    need, best = memory_need_mib(job) if need is None else need, None
     beyond_headroom = sum(view.free_gpus.values()) - keep_free >= job.gpu_count
     allowed = {catalog.canonical(m) for m in job.allowed_gpu_models}
     portable = parse_stack(job.software_stack) is None
@@ -158,8 +161,9 @@ def rank_regions(
         ]
         return sorted(ranked, key=lambda rs: (-rs[1], rs[0]))
     keep = {r: views[r].headroom_gpus if keep_headroom else 0 for r in allowed}
+    need = memory_need_mib(job)
     options = {
-        r: _option(job, views[r], throughput.catalog, throughput, porting_penalties, keep[r])
+        r: _option(job, views[r], throughput.catalog, throughput, porting_penalties, keep[r], need)
         for r in allowed
     }
     live = [o for o in options.values() if o is not None]
