@@ -71,7 +71,9 @@ class FgdCache(Memo):
         changed = [m for m, (mix, _) in views.items() if held.get(m) is not mix]
         if not changed:
             return
-        stale = np.isin(state.model, changed)
+        of_changed = np.zeros(len(state.models), bool)  # by model index: a lookup, not isin's sort
+        of_changed[changed] = True
+        stale = of_changed[state.model]
         for entry in (self._now, *self._shapes.values()):
             entry.versions[stale] = -1
         for m in changed:
