@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -39,6 +39,7 @@ __all__ = [
 FULL = 1000  # milli-GPU of a whole GPU
 SHARE_STEP = int(SHARE_THRESHOLDS[0])
 _MEMORY = 100_000  # jobs remembered for the learned distribution
+_NONE = np.zeros(0, np.int64)
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,25 @@ class MixClasses:
     def whole_table(self, w: np.ndarray) -> np.ndarray:
         return self._whole_table[np.minimum(w, 64)]
 
+    @cached_property
+    def _sums(self) -> tuple[float, np.ndarray, np.ndarray, float, float]:
+        """What every fragmentation pass reads of the mix: sum(p), the share classes' columns
+        and probabilities, and the largest host CPU and memory a class needs (0: none)."""
+        shares = self.shares
+        cpu = float(self.cpu.max()) if self.cpu.any() else 0.0
+        memory = float(self.memory.max()) if self.memory.any() else 0.0
+        return float(self.p.sum()), self.columns[shares], self.p[shares], cpu, memory
+
     def host_limited(self, p: Profile) -> np.ndarray:
         """Nodes whose free host CPU or memory is below some class's need."""
+        *_, cpu, memory = self._sums
+        if not cpu and not memory:
+            return _NONE
         limited = np.zeros(p.total.shape[0], bool)
-        if self.cpu.any():
-            limited |= p.cpu_declared & (p.cpu < self.cpu.max())
-        if self.memory.any():
-            limited |= p.mem_declared & (p.memory < self.memory.max())
+        if cpu:
+            limited |= p.cpu_declared & (p.cpu < cpu)
+        if memory:
+            limited |= p.mem_declared & (p.memory < memory)
         return np.flatnonzero(limited)
 
     @classmethod
@@ -234,15 +247,18 @@ class Profile:
             none,
         )
 
-    def taking_whole(self, k: np.ndarray, cpu: int, memory: int) -> Profile:
-        """After `k` whole GPUs (per node) and host resources are taken."""
-        return replace(
-            self,
-            whole=self.whole - k,
-            total=self.total - FULL * k,
-            atleast=self.atleast - k[:, None],
-            cpu=self.cpu - cpu,
-            memory=self.memory - memory,
+    def taking_whole(self, k: np.ndarray | int, cpu: int, memory: int) -> Profile:
+        """After `k` whole GPUs (per node, or one number for all) and host resources are
+        taken."""
+        return Profile(
+            self.whole - k,
+            self.total - FULL * k,
+            self.below,
+            self.atleast - (k[:, None] if isinstance(k, np.ndarray) else k),
+            self.cpu - cpu,
+            self.memory - memory,
+            self.cpu_declared,
+            self.mem_declared,
         )
 
     def taking_share(self, x: np.ndarray, milli: int, cpu: int, memory: int) -> Profile:
@@ -251,14 +267,28 @@ class Profile:
         t = SHARE_THRESHOLDS[None, :]
         below = self.below + (y[:, None] * (y[:, None] < t)) - (x[:, None] * (x[:, None] < t))
         atleast = self.atleast + (y[:, None] >= t).astype(int) - (x[:, None] >= t).astype(int)
-        return replace(
-            self,
-            whole=self.whole - (x >= FULL),
-            total=self.total - milli,
-            below=below,
-            atleast=atleast,
-            cpu=self.cpu - cpu,
-            memory=self.memory - memory,
+        return Profile(
+            self.whole - (x >= FULL),
+            self.total - milli,
+            below,
+            atleast,
+            self.cpu - cpu,
+            self.memory - memory,
+            self.cpu_declared,
+            self.mem_declared,
+        )
+
+    def take(self, rows: np.ndarray) -> Profile:
+        """The profile of `rows` (indices into this one)."""
+        return Profile(
+            self.whole[rows],
+            self.total[rows],
+            self.below[rows],
+            self.atleast[rows],
+            self.cpu[rows],
+            self.memory[rows],
+            self.cpu_declared[rows],
+            self.mem_declared[rows],
         )
 
 
@@ -279,12 +309,11 @@ def fragmentation(profile: Profile, mix: MixClasses) -> np.ndarray:
     lookup by w; only shares and nodes whose host CPU/memory may refuse a class pay per class.
     """
     p = profile
-    out = p.total * mix.p.sum() - FULL * p.whole * mix.whole_table(p.whole)
-    shares = mix.shares
-    if shares.size:
-        cols = mix.columns[shares]
+    p_sum, cols, p_shares, _, _ = mix._sums
+    out = p.total * p_sum - FULL * p.whole * mix.whole_table(p.whole)
+    if cols.size:
         usable = p.total[:, None] - p.below[:, cols]
-        out -= ((p.atleast[:, cols] > 0) * usable) @ mix.p[shares]
+        out -= _row_dot((p.atleast[:, cols] > 0) * usable, p_shares)
     limited = mix.host_limited(p)
     if limited.size:  # host refuses some classes on these nodes: take back what they counted
         fits_gpu = np.where(
@@ -296,8 +325,15 @@ def fragmentation(profile: Profile, mix: MixClasses) -> np.ndarray:
             ~p.mem_declared[limited, None] | (p.memory[limited, None] >= mix.memory[None, :])
         )
         usable = p.total[limited, None] - p.below[limited][:, mix.columns]
-        out[limited] += (fits_gpu & ~host) * usable @ mix.p
+        out[limited] += _row_dot((fits_gpu & ~host) * usable, mix.p)
     return out
+
+
+def _row_dot(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """`m @ v`, each row summed in one fixed order: BLAS's sum for a row depends on where the
+    row lies in memory, so two identical nodes could differ in the last bit (and a tie go to
+    the later one), and a node's figure with the other nodes computed beside it."""
+    return (m * v).sum(axis=1)
 
 
 def region_fragmentation(state: ClusterState, region: str, mix: MixClasses) -> float:

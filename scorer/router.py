@@ -72,8 +72,12 @@ def _option(
     throughput: ThroughputModel,
     penalties: Mapping[str, float],
     keep_free: int = 0,
+    need: int | None = None,
 ) -> RegionOption | None:
-    need, best = memory_need_mib(job), None
+    """The region's best model for the job; `need`: its per-GPU memory need when known
+    (`memory_need_mib`, the same in every region)."""
+    need, best = memory_need_mib(job) if need is None else need, None
+    best_key = (0.0, 0.0)  # (available, value) of `best`
     beyond_headroom = sum(view.free_gpus.values()) - keep_free >= job.gpu_count
     allowed = {catalog.canonical(m) for m in job.allowed_gpu_models}
     portable = parse_stack(job.software_stack) is None
@@ -92,20 +96,26 @@ def _option(
         chunk = job.gpu_count if job.gpu_count <= tp else tp
         fits_now = free >= job.gpu_count and block >= chunk and beyond_headroom
         price = view.price_per_gpu_hour.get(model, spec.price_per_gpu_hour)
-        carbon = (view.carbon_g_per_kwh or 400.0) * spec.power_w
+        cost, available = price / speed, AVAILABLE_NOW if fits_now else AVAILABLE_LATER
         family = VENDOR_STACK.get(spec.vendor, spec.vendor)
-        option = RegionOption(
-            view.region,
-            spec.name,
-            speed,
-            price / speed,
-            carbon / speed,
-            AVAILABLE_NOW if fits_now else AVAILABLE_LATER,
-            100.0 * free / total if total else 0.0,
-            100.0 - porting_penalty(family, penalties) if portable else 100.0,
+        porting = 100.0 - porting_penalty(family, penalties) if portable else 100.0
+        value = speed / cost * porting / 100 if cost > 0 else speed  # RegionOption.value
+        if best is not None and (available, value) <= best_key:
+            continue  # not better: no option built
+        carbon = (view.carbon_g_per_kwh or 400.0) * spec.power_w
+        best, best_key = (
+            RegionOption(
+                view.region,
+                spec.name,
+                speed,
+                cost,
+                carbon / speed,
+                available,
+                100.0 * free / total if total else 0.0,
+                porting,
+            ),
+            (available, value),
         )
-        if best is None or (option.available, option.value) > (best.available, best.value):
-            best = option
     return best
 
 
@@ -158,8 +168,9 @@ def rank_regions(
         ]
         return sorted(ranked, key=lambda rs: (-rs[1], rs[0]))
     keep = {r: views[r].headroom_gpus if keep_headroom else 0 for r in allowed}
+    need = memory_need_mib(job)
     options = {
-        r: _option(job, views[r], throughput.catalog, throughput, porting_penalties, keep[r])
+        r: _option(job, views[r], throughput.catalog, throughput, porting_penalties, keep[r], need)
         for r in allowed
     }
     live = [o for o in options.values() if o is not None]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -57,7 +58,12 @@ def _from_record(cls: type[_Spec], record: Mapping[str, Any]) -> _Spec:
 def choice(value: object, allowed: tuple[str, ...], field_name: str, empty_ok: bool = False) -> str:
     """Upper-case `value` without '-', '_' or spaces and match it to `allowed` ('zero-3' ->
     'ZERO3', 'adam-8bit' -> 'ADAM_8BIT'); raise InvalidSpecError naming the field."""
-    text = str(value or "").strip()
+    return _choice(str(value or "").strip(), allowed, field_name, empty_ok)
+
+
+@lru_cache(maxsize=1024)
+def _choice(text: str, allowed: tuple[str, ...], field_name: str, empty_ok: bool) -> str:
+    # every JobSpec asks three of these, nearly always with the same few texts
     if not text and empty_ok:
         return ""
     key = "".join(c for c in text.upper() if c not in "-_ ")

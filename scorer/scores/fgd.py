@@ -33,6 +33,7 @@ __all__ = ["NAME", "FgdScore", "expected_fragmentation", "share_growth"]
 
 NAME = "fgd"
 _NO_FIT = np.inf
+_CODE = 2 * FULL  # node x _CODE + free milli (0..1000): one code per (node, free)
 
 
 class FgdScore:
@@ -91,36 +92,47 @@ def _score(
     part: np.ndarray,
     m: int,
     classes: MixClasses,
+    before: Profile,
     now: np.ndarray,
 ) -> np.ndarray:
-    """The score on each node of `part` (nodes of GPU model `m`, whose mix is `classes` and
-    fragmentation now `now`)."""
+    """The score on each node of `part` (nodes of GPU model `m`, whose mix is `classes`,
+    profile `before` and fragmentation now `now`)."""
     s, job = ctx.state, ctx.job
     if ctx.fractional:
-        grown = share_growth(s, part, job, classes, now).min(axis=1)
-        requested = np.full(part.shape[0], float(job.gpu_milli))
+        grown = share_growth(s, part, job, classes, now, before).min(axis=1)
+        requested: np.ndarray | float = float(job.gpu_milli)
     else:
-        k = np.broadcast_to(np.asarray(ctx.gpus_taken(part)), (part.shape[0],))
-        taken = Profile.of_state(s, part).taking_whole(k, job.cpu_milli, job.memory_mib)
-        grown, requested = fragmentation(taken, classes) - now, (k * FULL).astype(float)
+        k = ctx.gpus_taken(part)  # one number for all unless spread
+        taken = before.taking_whole(k, job.cpu_milli, job.memory_mib)
+        grown = fragmentation(taken, classes) - now
+        requested = (k * FULL).astype(float) if isinstance(k, np.ndarray) else float(k * FULL)
     # the tasks that may not use this model count all its free GPU here as fragment
     return growth_score(grown - views[m][1] * requested, requested)
 
 
 def share_growth(
-    s: ClusterState, slots: np.ndarray, job: JobSpec, classes: MixClasses, now: np.ndarray
+    s: ClusterState,
+    slots: np.ndarray,
+    job: JobSpec,
+    classes: MixClasses,
+    now: np.ndarray,
+    before: Profile | None = None,
 ) -> np.ndarray:
-    """Nodes x GPUs: fragmentation growth if the share goes to that GPU (inf: it does not fit)."""
-    before = Profile.of_state(s, slots)
+    """Nodes x GPUs: fragmentation growth if the share goes to that GPU (inf: it does not fit);
+    `before`: the nodes' profile, when read already.
+
+    The growth depends on the node and the GPU's free milli only, so each (node, free milli)
+    the share fits is one row of a single pass (an idle node's GPUs are one row, not eight);
+    each row's arithmetic is its own, so the figures equal those of a pass per GPU."""
     free = np.where(s.gpu_exists[slots] & s.gpu_ok[slots], s.free_milli[slots], -1)
     out = np.full(free.shape, _NO_FIT)
-    for g in range(free.shape[1]):
-        fits = free[:, g] >= job.gpu_milli
-        if not fits.any():
-            continue
-        x = np.where(fits, free[:, g], job.gpu_milli)
-        after = before.taking_share(x, job.gpu_milli, job.cpu_milli, job.memory_mib)
-        out[:, g] = np.where(fits, fragmentation(after, classes) - now, _NO_FIT)
+    node, gpu = np.nonzero(free >= job.gpu_milli)
+    if node.size:
+        pairs, which = np.unique(node * _CODE + free[node, gpu], return_inverse=True)
+        at, x = np.divmod(pairs, _CODE)
+        rows = Profile.of_state(s, slots[at]) if before is None else before.take(at)
+        after = rows.taking_share(x, job.gpu_milli, job.cpu_milli, job.memory_mib)
+        out[node, gpu] = (fragmentation(after, classes) - now[at])[which]
     return out
 
 

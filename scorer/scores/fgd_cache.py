@@ -23,8 +23,8 @@ from scorer.state import ClusterState
 
 __all__ = ["FgdCache", "shape_of"]
 
-# (nodes of one model, the model's index, its mix, their fragmentation now) -> score
-ScoreOf = Callable[[np.ndarray, int, MixClasses, np.ndarray], np.ndarray]
+# (nodes of one model, the model's index, its mix, their profile, their fragmentation now)
+ScoreOf = Callable[[np.ndarray, int, MixClasses, Profile, np.ndarray], np.ndarray]
 
 
 def shape_of(ctx: CycleContext) -> tuple[int, ...]:
@@ -71,35 +71,41 @@ class FgdCache(Memo):
         changed = [m for m, (mix, _) in views.items() if held.get(m) is not mix]
         if not changed:
             return
-        stale = np.isin(state.model, changed)
+        of_changed = np.zeros(len(state.models), bool)  # by model index: a lookup, not isin's sort
+        of_changed[changed] = True
+        stale = of_changed[state.model]
         for entry in (self._now, *self._shapes.values()):
             entry.versions[stale] = -1
         for m in changed:
             held[m] = views[m][0]
 
-    def now(self, state: ClusterState, slots: np.ndarray) -> np.ndarray:
-        """Each node's fragmentation now against its model's mix (after `sync`)."""
-        entry = self._now
-        stale = slots[entry.versions[slots] != state.row_version[slots]]
-        if stale.size:
-            for m, part in _by_model(state, stale):
-                mix = self._held[m]  # sync() first
-                entry.values[part] = fragmentation(Profile.of_state(state, part), mix)
-            entry.versions[stale] = state.row_version[stale]
-        return entry.values[slots]
-
     def score(self, ctx: CycleContext, slots: np.ndarray, compute: ScoreOf) -> np.ndarray:
         """The score of the job's shape at `slots` (after `sync`); `compute` gives it for the
-        nodes of one model changed since."""
+        nodes of one model changed since, from their profile (read once for both figures)."""
         state = ctx.state
         entry = self._entry(shape_of(ctx))
         stale = slots[entry.versions[slots] != state.row_version[slots]]
         if stale.size:
             for m, part in _by_model(state, stale):
                 mix = self._held[m]  # sync() first
-                entry.values[part] = compute(part, m, mix, self.now(state, part))
+                profile = Profile.of_state(state, part)
+                now = self._now_of(state, part, mix, profile)
+                entry.values[part] = compute(part, m, mix, profile, now)
             entry.versions[stale] = state.row_version[stale]
         return entry.values[slots]
+
+    def _now_of(
+        self, state: ClusterState, part: np.ndarray, mix: MixClasses, profile: Profile
+    ) -> np.ndarray:
+        """Fragmentation now of `part` (nodes of one model, `profile` theirs, `mix` its mix):
+        kept, or computed for all of `part` when any is stale (a row's figure does not depend
+        on the rows beside it, so the fresh ones come out as kept)."""
+        entry, versions = self._now, state.row_version[part]
+        if (entry.versions[part] == versions).all():
+            return entry.values[part]
+        values = fragmentation(profile, mix)
+        entry.values[part], entry.versions[part] = values, versions
+        return values
 
     def _entry(self, key: tuple[int, ...]) -> _Entry:
         entry = self._shapes.get(key)

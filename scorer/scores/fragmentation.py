@@ -169,7 +169,7 @@ def placement_growth(
     return fragmentation(after, classes) - now, requested
 
 
-def growth_score(growth_milli: np.ndarray, requested_milli: np.ndarray) -> np.ndarray:
+def growth_score(growth_milli: np.ndarray, requested_milli: np.ndarray | float) -> np.ndarray:
     """50 - 50 x growth / request: no growth 50, consuming only fragments 100.
 
     e.g. 1 GPU from a node with 8 whole free, mix 8-GPU p=0.1: growth 0.1 x 7000 = 700

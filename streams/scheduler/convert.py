@@ -16,13 +16,26 @@ __all__ = ["assignment_records", "decision_record", "job_spec", "node_spec", "pa
 
 _JOB_FIELDS = {f.name for f in dataclasses.fields(JobSpec)}
 _NODE_FIELDS = {f.name for f in dataclasses.fields(NodeSpec)}
+_SPECS: dict[tuple[tuple[Any, ...], tuple[type, ...]], JobSpec] = {}
+_SPECS_KEPT = 8192
 
 
 def job_spec(record: Mapping[str, Any]) -> JobSpec:
+    """The record's JobSpec; specs of records alike (field by field, types too) are shared:
+    the re-planner asks again for every running job on each pass, and a JobSpec is frozen."""
     values = {k: v for k, v in record.items() if k in _JOB_FIELDS}
     for key in ("allowed_gpu_models", "allowed_regions", "allowed_zones"):
         values[key] = tuple(values.get(key) or ())
-    return JobSpec(**values)
+    try:
+        alike = (tuple(values.items()), tuple(map(type, values.values())))
+        spec = _SPECS.get(alike)
+    except TypeError:  # a value that is not hashable: no sharing
+        return JobSpec(**values)
+    if spec is None:
+        if len(_SPECS) >= _SPECS_KEPT:
+            _SPECS.clear()  # running jobs ask again and come back at once
+        spec = _SPECS[alike] = JobSpec(**values)
+    return spec
 
 
 def node_spec(record: Mapping[str, Any]) -> NodeSpec:

@@ -215,10 +215,11 @@ class Scheduler:
         """The job's spec; a requeued job expects only the work it has left.
 
         A decision asks for the spec of the same record several times (quota gate, placer,
-        commit): the last one is kept, by identity of the job record (never mutated here)."""
+        commit): the last one is kept, by identity of the job record (never mutated here) or,
+        for a record decoded again after a hop, by equal contents (the spec is made from them)."""
         job, progress = routed["job"], float(routed.get("progress") or 0.0)
         last = self._last_spec
-        if last is not None and last[0] is job and last[1] == progress:
+        if last is not None and last[1] == progress and (last[0] is job or last[0] == job):
             return last[2]
         spec = job_spec(job)
         if progress > 0 and spec.expected_duration_s:

@@ -321,11 +321,15 @@ def free_at(s: Retries, spec: JobSpec, region: str) -> dict[str, list[float]]:
     a holder's expected end (overdue ones: now), inf when unknown (holds, unhealthy GPUs)."""
     st, now = s.state, float(s.clock())
     usable = s.placer.usable(spec, region)
-    times: dict[str, list[float]] = {}
-    for slot in usable[st.node_ok[usable]]:
-        count = int(st.gpu_count[slot])
-        ok = st.gpu_ok[slot, :count]
-        times[st.spec(int(slot)).node_id] = np.where(ok, now, math.inf).tolist()
+    usable = usable[st.node_ok[usable]]
+    # one numpy pass for all the nodes, then each node's row cut to its GPUs
+    rows = np.where(st.gpu_ok[usable], now, math.inf).tolist()
+    times: dict[str, list[float]] = {
+        st.spec(slot).node_id: row[:count]
+        for slot, row, count in zip(
+            usable.tolist(), rows, st.gpu_count[usable].tolist(), strict=True
+        )
+    }
     ends: dict[str, float] = {}
     for node_id, row in times.items():  # only the jobs on these nodes, not every running job
         for job_id in st.jobs_on(node_id):

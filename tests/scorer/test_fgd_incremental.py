@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from scorer import Assignment, ClusterState, JobSpec, NodeSpec
-from scorer.fragmix import FULL, Profile, fragmentation
+from scorer.fragmix import FULL, MixClasses, Profile, fragmentation
 from scorer.framework import CycleContext
 from scorer.outcome import model_vectors
 from scorer.scores.fgd import FgdScore, share_growth
@@ -142,3 +142,39 @@ def test_free_by_model_follows_churn() -> None:
             want = np.bincount(state.model[slots], weights=state.free_milli_total[slots],
                                minlength=len(state.models))  # fmt: skip
             assert state.free_by_model(region).tolist() == want.tolist(), (i, region)
+
+
+def _share_growth_per_gpu(
+    s: ClusterState, slots: np.ndarray, job: JobSpec, classes: MixClasses, now: np.ndarray
+) -> np.ndarray:
+    """Share growth as it was computed before the one-pass form: a pass per GPU column."""
+    before = Profile.of_state(s, slots)
+    free = np.where(s.gpu_exists[slots] & s.gpu_ok[slots], s.free_milli[slots], -1)
+    out = np.full(free.shape, np.inf)
+    for g in range(free.shape[1]):
+        fits = free[:, g] >= job.gpu_milli
+        if not fits.any():
+            continue
+        x = np.where(fits, free[:, g], job.gpu_milli)
+        after = before.taking_share(x, job.gpu_milli, job.cpu_milli, job.memory_mib)
+        out[:, g] = np.where(fits, fragmentation(after, classes) - now, np.inf)
+    return out
+
+
+@pytest.mark.parametrize(("milli", "cpu", "memory"), [(250, 0, 0), (500, 4000, 8000), (100, 0, 9)])
+def test_share_growth_in_one_pass_equals_a_pass_per_gpu(milli: int, cpu: int, memory: int) -> None:
+    rng = np.random.default_rng(milli)
+    state, fgd, held = _fleet(), FgdScore(), list[str]()
+    job = JobSpec("s", gpu_milli=milli, cpu_milli=cpu, memory_mib=memory)
+    for i in range(150):
+        _step(state, rng, i, held)
+        seen = JobSpec(f"m{i}", gpu_count=1, gpu_milli=int(rng.choice([125, 500, 1000])),
+                       cpu_milli=2000 * (i % 2), memory_mib=4000 * (i % 3))  # fmt: skip
+        fgd.observe(seen)
+        slots = state.slots()
+        for m in np.unique(state.model[slots]):
+            part = slots[state.model[slots] == m]
+            classes, _ = fgd.mix.for_model(state.models[int(m)])
+            now = fragmentation(Profile.of_state(state, part), classes)
+            want = _share_growth_per_gpu(state, part, job, classes, now)
+            assert share_growth(state, part, job, classes, now).tolist() == want.tolist(), i
