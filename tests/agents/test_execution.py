@@ -165,7 +165,7 @@ def test_an_eviction_signals_waits_for_the_checkpoint_then_reports_its_progress(
 
 def test_a_job_without_a_command_waits_its_duration_in_a_bare_interpreter(tmp_path: Path) -> None:
     """The twin's kind of job, one per placement: no site or environment to load at its start."""
-    placed = {
+    placed: dict[str, Any] = {
         "job_id": "twin-1",
         "region": "us-east",
         "expected_duration_s": 0.3,
