@@ -32,7 +32,8 @@ from agents.replay.service_report import (
 from agents.replay.services import service_zones, zone_key
 from agents.replay.trace import TraceJob, TraceNode, job_record, node_record
 from gpuflow.replay.engine import BASE_MS
-from gpuflow.replay.service_worker import Decisions, ServiceWorker
+from gpuflow.replay.lockstep import Decisions
+from gpuflow.replay.service_worker import ServiceWorker
 from infra.servicespec import service_record
 from infra.topics import DECISIONS_PLACEMENT, DECISIONS_PREEMPTION, SERVICES_SCALING
 from scorer import default_catalog
