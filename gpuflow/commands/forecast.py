@@ -1,7 +1,8 @@
 """`gpuflow forecast`: fit and show a series' forecast; `--backtest` scores the forecasters.
 
-The series comes from the history (`--region`, `--series`, `--gpu-model`, `--step`, `--days`;
-through the running worker, or the store when none runs) or from any `ts,value` CSV
+The series comes from the history (`--region`, or `--service` for a service's request rate,
+`--series`, `--gpu-model`, `--step`, `--days`; through the running worker, or the store when
+none runs) or from any `ts,value` CSV
 (`--series-csv`: epoch seconds or ISO-8601, any regular interval, inferred). `--model auto`
 (the default) shows the model a rolling-origin backtest chooses on earlier windows, the one
 the forecast processor would publish, with the seasonal-naive baseline beside it.
@@ -76,7 +77,7 @@ def _models(names: str, country: str, lstm_epochs: int) -> dict[str, Any]:
 
 
 def _from_history(
-    region: str,
+    whose: tuple[str, str],
     kind: str,
     gpu_model: str,
     step_s: int,
@@ -84,10 +85,17 @@ def _from_history(
     config: Path | None,
     data_dir: Path | None,
 ) -> Series:
-    if not region:
-        raise fail("--region is required without --series-csv")
+    """The stored series of `whose` = (region, service): a service's kind is read by service
+    (its model is '*'), the others by region."""
     if kind not in SERIES:
         raise fail(f"--series: unknown series {kind!r} (known: {', '.join(SERIES)})")
+    by = SERIES[kind].by
+    region, service = whose
+    if by == "service" and not service:
+        raise fail(f"--service is required for --series {kind}")
+    if by != "service" and not region:
+        raise fail("--region is required without --series-csv")
+    key, gpu_model = (service, "*") if by == "service" else (region, gpu_model)
     try:
         cfg = load_config(config, None, **({"data_dir": str(data_dir)} if data_dir else {}))
         until = int(time.time())
@@ -98,13 +106,14 @@ def _from_history(
             until_s=until,
             step_s=step_s,
             region=region,
+            service=service,
         )
     except (StoreError, ConfigError) as exc:
         raise fail(str(exc)) from None
-    series = found.get((region, gpu_model))
+    series = found.get((key, gpu_model))
     if series is None:
         have = ", ".join(sorted(f"{r}/{m}" for r, m in found)) or "none"
-        raise fail(f"no {kind} history for {region}/{gpu_model} in {days:g} days (have: {have})")
+        raise fail(f"no {kind} history for {key}/{gpu_model} in {days:g} days (have: {have})")
     return series
 
 
@@ -180,6 +189,9 @@ def forecast(
         Path | None, typer.Option("--series-csv", help="A ts,value CSV (epoch s or ISO-8601).")
     ] = None,
     region: Annotated[str, typer.Option(help="Region, for a series from the history.")] = "",
+    service: Annotated[
+        str, typer.Option(help="Service, for service_requests_per_s from the history.")
+    ] = "",
     series: Annotated[str, typer.Option("--series", help="History series kind.")] = "gpus_in_use",
     gpu_model: Annotated[str, typer.Option("--gpu-model", help="GPU model, or '*'.")] = "*",
     step: Annotated[int, typer.Option("--step", help="History interval, seconds.")] = 3600,
@@ -210,7 +222,7 @@ def forecast(
         except ForecastError as exc:
             raise fail(str(exc)) from None
     else:
-        data = _from_history(region, series, gpu_model, step, days, config, data_dir)
+        data = _from_history((region, service), series, gpu_model, step, days, config, data_dir)
     m = season or season_length(data.step_s)
     steps = _ints(horizons, "--horizons") if horizons else tuple(sorted({1, max(m, 1)}))
     err.print(

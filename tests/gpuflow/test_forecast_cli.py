@@ -158,6 +158,40 @@ def test_a_series_from_the_history(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "no gpus_in_use history for mars/*" in missing.output
 
 
+def test_a_services_request_rate_from_the_history(tmp_path: Path) -> None:
+    """`--service` reads a service's stored rate (ServiceLoad summed over zones per minute)."""
+    from infra.broker import free_port
+    from infra.config import load_config
+    from infra.store import open_store
+    from infra.store.rows import RowContext, to_rows
+
+    cfg = load_config(env={}, data_dir=str(tmp_path / "data"))
+    toml = tmp_path / "gpuflow.toml"
+    toml.write_text(f'data_dir = "{cfg.data_dir}"\n[worker]\nweb_port = {free_port()}\n')
+    now = int(__import__("time").time()) // 60 * 60
+    rows = []
+    for t in range(now - 3 * 3600, now, 60):  # three hours, each zone reporting every minute
+        for zone, rps in (("z1", 10.0 + (t // 60) % 3), ("z2", 5.0)):
+            load = {"event_id": f"l-{zone}-{t}", "ts": t * 1000, "schema": 1,
+                    "service": "chat", "zone": zone, "window_s": 60, "requests_per_s": rps,
+                    "p99_ms": None}  # fmt: skip
+            rows.extend(to_rows("ServiceLoad", load, RowContext())[1])
+    with open_store(cfg) as store:
+        store.insert_rows("service_load", rows)
+    args = ["forecast", "--series", "service_requests_per_s", "--step", "60", "--days", "0.125",
+            "--model", "seasonal_naive", "--season", "3", "--horizons", "3", "--json",
+            "--config", str(toml)]  # fmt: skip
+    result = runner.invoke(app, [*args, "--service", "chat"])
+    assert result.exit_code == 0, result.output
+    assert "service_requests_per_s/chat/*: 180 points every 60 s" in result.stderr
+    forecast = json.loads(result.stdout)
+    assert len(forecast) == 3
+    for row in forecast:  # the minute three before: z1's place in its 3-minute cycle, plus z2
+        assert row["point"] == 15.0 + ((row["ts"] - 180) // 60) % 3
+    missing = runner.invoke(app, args)  # no --service: one line naming it
+    assert missing.exit_code == 2 and "--service is required" in missing.output
+
+
 def test_the_command_scores_the_selection_the_library_does(tmp_path: Path) -> None:
     """`--backtest --json` is `forecast.backtest` with its default selection, row for row."""
     from forecast import BacktestConfig, backtest, build, read_series_csv
