@@ -19,13 +19,20 @@ pytestmark = pytest.mark.integration
 def _children(pid: int) -> list[int]:
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        out += [int(c) for c in (task / "children").read_text().split()]
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended since the listing
+            continue
     return out
 
 
 def _history_child(worker_pid: int) -> int | None:
     for pid in _children(worker_pid):
-        if b"streams.history.process" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (FileNotFoundError, ProcessLookupError):  # a child that ended since
+            continue
+        if b"streams.history.process" in cmdline:
             return pid
     return None
 
