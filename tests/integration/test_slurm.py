@@ -199,6 +199,8 @@ def test_two_clusters_spill_and_no_cross_region_gang(config: Config, tmp_path: P
         bridge(cfg, "slurm-a", sa, tmp_path / "ba.log") as ba,
         bridge(cfg, "slurm-b", sb, tmp_path / "bb.log") as bb,
     ):
+        for region in regions:  # a job sent before the worker knows a cluster cannot spill to it
+            until(lambda r=region: free_gpus(cfg, r) == 16, 60, f"{region}'s 16 GPUs", ba, bb, w)
         for i in range(2):  # each needs a whole cluster: the second spills to the other one
             submit(
                 cfg,
