@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from schemas.signing import Signer
     from streams.scheduler.core import Scheduler
 
-__all__ = ["Autoscaler", "ServiceBook"]
+__all__ = ["IN_WORKER", "Autoscaler"]
 
 log = logging.getLogger(__name__)
 
